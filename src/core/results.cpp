@@ -1,0 +1,32 @@
+#include "core/results.hpp"
+
+#include <algorithm>
+
+namespace ffpa {
+
+std::string to_string(Status s) {
+  switch (s) {
+    case Status::ok: return "ok";
+    case Status::failed: return "failed";
+    case Status::skipped: return "skipped";
+  }
+  return "?";
+}
+
+std::optional<Status> parse_status(const std::string& s) {
+  for (Status st : {Status::ok, Status::failed, Status::skipped})
+    if (to_string(st) == s) return st;
+  return std::nullopt;
+}
+
+bool Measurement::correct() const {
+  return checked && std::all_of(checks.begin(), checks.end(), [](const auto& c) { return c.pass; });
+}
+
+std::string Row::key() const {
+  return case_name + "/" + to_string(pass) + "/" + to_string(dtype) + "/" + std::to_string(shape.B) +
+         "." + std::to_string(shape.Hq) + "." + std::to_string(shape.Hkv) + "." +
+         std::to_string(shape.Nq) + "." + std::to_string(shape.Nkv) + "." + std::to_string(shape.D);
+}
+
+}  // namespace ffpa

@@ -1,0 +1,99 @@
+// The results data model: what a run measured. The runner fills it, the report layer renders and
+// serializes it (report/results_json.hpp), compare diffs two of them. Nothing here formats text.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/types.hpp"
+
+namespace ffpa {
+
+constexpr int kResultsSchemaVersion = 1;
+
+struct TimingStats {
+  double median_ms = 0, mean_ms = 0, min_ms = 0, max_ms = 0, stdev_ms = 0;
+  int samples = 0;
+  double total_gpu_s = 0;     // sum of sample times
+  bool timed_out = false;     // stopped by --timeout before the noise target
+  double sm_clock_mhz = 0;    // mean SM clock read over the samples (0 if not readable)
+  int throttled_samples = 0;  // samples with SM clock < 75% of the default clock
+  double rel_stdev() const { return median_ms > 0 ? stdev_ms / mean_ms : 0; }
+};
+
+struct TensorCheck {
+  std::string tensor;   // "o", "lse", "dq", "dk", "dv", "dbias"
+  double max_abs = 0;   // max |out - ref_fp32|
+  double rel_rms = 0;   // ||out - ref_fp32||_2 / ||ref_fp32||_2
+  double bound = 0;     // 2 * max|ref_lowprec - ref_fp32| + atol
+  int64_t nonfinite = 0;
+  bool pass = false;
+};
+
+enum class Status { ok, failed, skipped };
+std::string to_string(Status);
+std::optional<Status> parse_status(const std::string&);
+
+// One implementation measured on one row: an FFPA variant or a baseline.
+struct Measurement {
+  std::string impl;     // "ffpa-fwd-sm80", "cudnn", "unfused"
+  std::string kind;     // "ffpa" or "baseline"
+  Status status = Status::skipped;
+  std::string reason;   // why skipped or failed; empty when ok
+  Knobs config;         // tuning parameters used (FFPA variants)
+  std::string config_source;  // "default", "tuned", "cache"
+  TimingStats timing;
+  double tflops = 0;
+  int64_t peak_mem_bytes = 0;   // peak device memory the tool held while running this row
+  int64_t extra_mem_bytes = 0;  // workspace beyond inputs/outputs (e.g. unfused S/P)
+  std::string includes;         // what the timed region covers (e.g. bwd: "preprocess+dkdv+dq")
+  bool checked = false;
+  std::vector<TensorCheck> checks;
+  bool correct() const;         // checked and every tensor passed
+};
+
+struct Row {
+  std::string case_name;
+  Pass pass = Pass::fwd;
+  Dtype dtype = Dtype::bf16;
+  Shape shape;
+  Causal causal = Causal::none;
+  MaskKind mask = MaskKind::none;
+  MaskDtype mask_dtype = MaskDtype::fp32;
+  double dropout = 0;
+  double flops = 0;
+  std::optional<Measurement> ffpa;       // best FFPA variant (absent when none is registered)
+  std::vector<Measurement> baselines;   // in the order of --baseline
+  std::string key() const;              // "case/pass/dtype/B.Hq.Hkv.Nq.Nkv.D": stable row id
+};
+
+struct Environment {
+  std::string gpu;
+  std::string arch;
+  int sm_count = 0;
+  int sm_clock_mhz = 0;
+  int memory_clock_mhz = 0;
+  int64_t l2_bytes = 0;
+  int64_t memory_bytes = 0;
+  std::string driver;
+  std::string cuda_runtime;
+  std::string cudnn;          // version actually loaded, or "not loaded"
+  std::string git_commit;
+  std::string build_flags;
+  std::string command_line;
+  std::string started_at;     // ISO 8601 UTC
+  std::string host;
+};
+
+struct Results {
+  int schema_version = kResultsSchemaVersion;
+  std::string tool_version;
+  Environment env;
+  std::string timing_mode;  // "cold" or "hot"
+  std::vector<Row> rows;
+  bool complete = false;    // false while a sweep is still running or was interrupted
+};
+
+}  // namespace ffpa

@@ -1,0 +1,79 @@
+// Vocabulary shared by every layer: what an attention problem is, independent of how it is run.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ffpa {
+
+enum class Dtype { fp16, bf16 };
+enum class Pass { fwd, bwd };
+// bottom_right: query r sees keys k <= r + Nkv - Nq (the seed's and FA's convention).
+// top_left: query r sees keys k <= r (PyTorch SDPA's convention).
+enum class Causal { none, bottom_right, top_left };
+// Additive bias broadcast shapes: key = [1,1,1,Nkv], query_key = [1,1,Nq,Nkv], full = [B,Hq,Nq,Nkv].
+enum class MaskKind { none, key, query_key, full };
+// fp32, or the same dtype as q/k/v.
+enum class MaskDtype { fp32, input };
+
+std::string to_string(Dtype);
+std::string to_string(Pass);
+std::string to_string(Causal);
+std::string to_string(MaskKind);
+std::string to_string(MaskDtype);
+
+// Parsers return nullopt for an unknown spelling; callers turn that into an InputError.
+std::optional<Dtype> parse_dtype(const std::string&);
+std::optional<Pass> parse_pass(const std::string&);
+std::optional<Causal> parse_causal(const std::string&);
+std::optional<MaskKind> parse_mask_kind(const std::string&);
+std::optional<MaskDtype> parse_mask_dtype(const std::string&);
+
+int dtype_bytes(Dtype);
+
+// Layout is [B, H, N, D] for q, k, v, o and their gradients.
+struct Shape {
+  int64_t B = 1;
+  int64_t Hq = 1;
+  int64_t Hkv = 1;
+  int64_t Nq = 1;
+  int64_t Nkv = 1;
+  int64_t D = 64;
+
+  int64_t group() const { return Hq / Hkv; }
+  bool operator==(const Shape& o) const {
+    return B == o.B && Hq == o.Hq && Hkv == o.Hkv && Nq == o.Nq && Nkv == o.Nkv && D == o.D;
+  }
+};
+
+// One fully resolved attention problem: a case at one sweep point and one dtype.
+struct Problem {
+  std::string case_name;
+  Shape shape;
+  Dtype dtype = Dtype::bf16;
+  Causal causal = Causal::none;
+  MaskKind mask = MaskKind::none;
+  MaskDtype mask_dtype = MaskDtype::fp32;
+  double mask_scale = 0.25;  // bias values are randn * mask_scale
+  double dropout = 0.0;
+  uint64_t seed = 0;  // input data and dropout seed
+
+  double scale() const;
+  // Number of (query, key) pairs that take part, per (batch, head): exact for causal.
+  double pairs() const;
+  // ANCHORS.md convention: fwd = 4*B*Hq*D*pairs, bwd = 2.5 * fwd.
+  double flops(Pass) const;
+  // Bytes of the tensors a kernel must touch at least once (inputs + outputs) for the pass.
+  int64_t io_bytes(Pass) const;
+  // Number of elements in the mask tensor (0 without a mask).
+  int64_t mask_elems() const;
+};
+
+// A tuning grid point or a variant's configuration: knob name -> value, ordered for stable keys.
+using Knobs = std::vector<std::pair<std::string, int64_t>>;
+std::optional<int64_t> knob(const Knobs&, const std::string& name);
+std::string to_string(const Knobs&);  // "Br=64,Bc=64"
+
+}  // namespace ffpa

@@ -1,0 +1,123 @@
+#include "gpu/cuda.hpp"
+
+#include <atomic>
+#include <string>
+
+namespace ffpa::gpu {
+namespace {
+std::atomic<int64_t> g_current{0};
+std::atomic<int64_t> g_peak{0};
+
+void account(int64_t delta) {
+  const int64_t now = g_current.fetch_add(delta) + delta;
+  int64_t peak = g_peak.load();
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+  }
+}
+}  // namespace
+
+void fail(cudaError_t err, const char* expr, const char* file, int line) {
+  throw RunError(std::string("CUDA error ") + cudaGetErrorName(err) + " (" +
+                 cudaGetErrorString(err) + ") in " + expr + " at " + file + ":" +
+                 std::to_string(line));
+}
+
+void check_launch(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    throw RunError(std::string(what) + ": " + cudaGetErrorName(err) + " (" +
+                   cudaGetErrorString(err) + ")");
+}
+
+bool available() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+MemoryStats memory_stats() { return {g_current.load(), g_peak.load()}; }
+void reset_peak_memory() { g_peak.store(g_current.load()); }
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  const cudaError_t err = cudaMalloc(&ptr_, bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error so later calls are unaffected
+    ptr_ = nullptr;
+    bytes_ = 0;
+    throw RunError("out of device memory: cudaMalloc of " + std::to_string(bytes) +
+                   " bytes failed (" + cudaGetErrorString(err) + ")");
+  }
+  account(static_cast<int64_t>(bytes));
+}
+
+DeviceBuffer::~DeviceBuffer() { release(); }
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    release();
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::release() {
+  if (!ptr_) return;
+  cudaFree(ptr_);
+  account(-static_cast<int64_t>(bytes_));
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+Stream::Stream() { FFPA_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+Stream::~Stream() {
+  if (stream_) cudaStreamDestroy(stream_);
+}
+void Stream::sync() const { FFPA_CUDA(cudaStreamSynchronize(stream_)); }
+
+Event::Event() { FFPA_CUDA(cudaEventCreate(&event_)); }
+Event::~Event() {
+  if (event_) cudaEventDestroy(event_);
+}
+void Event::record(cudaStream_t s) const { FFPA_CUDA(cudaEventRecord(event_, s)); }
+float Event::since(const Event& start) const {
+  float ms = 0;
+  FFPA_CUDA(cudaEventElapsedTime(&ms, start.event_, event_));
+  return ms;
+}
+
+DeviceInfo open_device(int ordinal) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0)
+    throw RunError(std::string("no usable GPU: ") +
+                   (err != cudaSuccess ? cudaGetErrorString(err) : "no CUDA device"));
+  if (ordinal < 0 || ordinal >= count)
+    throw InputError("command line", "--device",
+                     "device " + std::to_string(ordinal) + " does not exist (" +
+                         std::to_string(count) + " present)");
+  FFPA_CUDA(cudaSetDevice(ordinal));
+  cudaDeviceProp p{};
+  FFPA_CUDA(cudaGetDeviceProperties(&p, ordinal));
+  DeviceInfo d;
+  d.ordinal = ordinal;
+  d.name = p.name;
+  d.sm_major = p.major;
+  d.sm_minor = p.minor;
+  d.sm_count = p.multiProcessorCount;
+  d.l2_bytes = p.l2CacheSize;
+  d.global_mem_bytes = static_cast<int64_t>(p.totalGlobalMem);
+  d.smem_per_block_optin = static_cast<int>(p.sharedMemPerBlockOptin);
+  d.regs_per_sm = p.regsPerMultiprocessor;
+  int khz = 0;
+  FFPA_CUDA(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, ordinal));
+  d.max_clock_mhz = khz / 1000;
+  FFPA_CUDA(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, ordinal));
+  d.memory_clock_mhz = khz / 1000;
+  FFPA_CUDA(cudaDeviceGetAttribute(&d.memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth, ordinal));
+  FFPA_CUDA(cudaDriverGetVersion(&d.driver_version));
+  FFPA_CUDA(cudaRuntimeGetVersion(&d.runtime_version));
+  return d;
+}
+
+}  // namespace ffpa::gpu

@@ -1,0 +1,30 @@
+// CLI options + case matrix -> the list of measurements to make. Pure host code: --dry-run prints
+// this without touching the GPU.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli/options.hpp"
+#include "core/types.hpp"
+
+namespace ffpa {
+
+struct PlanItem {
+  Problem problem;
+  Pass pass = Pass::fwd;
+  double flops = 0;
+  int64_t tensor_bytes = 0;   // inputs + outputs the tool allocates for this item
+  int64_t unfused_bytes = 0;  // extra memory the unfused baseline needs (S/P etc.)
+};
+
+struct Plan {
+  std::string config_file;
+  std::vector<PlanItem> items;
+};
+
+// Loads opts.config, applies the CLI's case selection, sweeps and overrides, validates the result.
+// Throws InputError naming the file / JSON path / flag on anything invalid.
+Plan make_plan(const Options&);
+
+}  // namespace ffpa

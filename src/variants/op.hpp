@@ -1,0 +1,76 @@
+// What the runner times: an implementation bound to one problem, configuration and set of tensors.
+// Everything expensive (compiling, graph building, workspace allocation) happens in bind(), outside
+// the timed region; launch() only enqueues work.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/types.hpp"
+#include "gpu/cuda.hpp"
+
+namespace ffpa {
+
+struct AttnTensors;
+
+// The answer of a support check: empty reason = supported.
+struct Support {
+  std::string reason;
+  bool ok() const { return reason.empty(); }
+  static Support yes() { return {}; }
+  static Support no(std::string why) { return {std::move(why)}; }
+};
+
+// Thrown by bind() when a library refuses the problem at build time (cuDNN's answer, a config
+// that does not fit): the row becomes "n/a" with this reason, never an error.
+class Unsupported : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Op {
+ public:
+  virtual ~Op() = default;
+  virtual void launch(cudaStream_t) = 0;
+  // Device memory beyond the problem's inputs and outputs (workspaces, S/P for unfused).
+  virtual int64_t extra_bytes() const { return 0; }
+  // What one launch() covers, e.g. "preprocess + dK/dV + dQ" for a backward.
+  virtual std::string includes() const { return {}; }
+};
+
+// An FFPA kernel variant: declares its name, pass, tuning knobs and support surface in one place.
+class Variant {
+ public:
+  virtual ~Variant() = default;
+  virtual std::string name() const = 0;
+  virtual Pass pass() const = 0;
+  // Knob names; the variant's grid file (configs/grids/<name>.json) must declare exactly these.
+  virtual std::vector<std::string> knob_names() const = 0;
+  virtual Knobs default_knobs(const Problem&) const = 0;
+  // Whether the variant handles the problem at all (shape, dtype, features).
+  virtual Support supports(const Problem&) const = 0;
+  // Whether one configuration fits (shared memory, registers, divisibility) on this device,
+  // checked before anything is compiled or launched.
+  virtual Support supports(const Problem&, const Knobs&, const gpu::DeviceInfo&) const = 0;
+  // Compiles or loads the configuration and binds it to the tensors. May throw Unsupported.
+  virtual std::unique_ptr<Op> bind(const Problem&, const Knobs&, AttnTensors&) = 0;
+};
+
+// A baseline: the strongest thing a user could run instead.
+class Baseline {
+ public:
+  virtual ~Baseline() = default;
+  virtual std::string name() const = 0;  // "cudnn", "unfused"
+  virtual Support supports(const Problem&, Pass) const = 0;
+  // Extra device memory the baseline would need, so the runner can skip what will not fit.
+  virtual int64_t extra_bytes(const Problem&, Pass) const = 0;
+  virtual std::unique_ptr<Op> bind(const Problem&, Pass, AttnTensors&) = 0;
+  // Library version loaded at run time (empty if not applicable).
+  virtual std::string version() const { return {}; }
+};
+
+}  // namespace ffpa
