@@ -1,3 +1,147 @@
-#include <cstdio>
+// ffpa-bench: benchmark and autotune FFPA attention kernels against cuDNN and unfused attention.
+// Data flows one way: CLI -> plan -> runner -> results -> report.
+#include <fmt/format.h>
 
-int main() { return 0; }
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/listing.hpp"
+#include "cli/options.hpp"
+#include "core/error.hpp"
+#include "plan/plan.hpp"
+#include "report/chart.hpp"
+#include "report/compare.hpp"
+#include "report/csv.hpp"
+#include "report/markdown.hpp"
+#include "report/progress.hpp"
+#include "report/results_json.hpp"
+#include "runner/runner.hpp"
+
+namespace fs = std::filesystem;
+using namespace ffpa;
+
+namespace {
+
+constexpr int kExitNoGpu = 3;
+
+bool wants(const Options& o, const std::string& format) {
+  return std::find(o.formats.begin(), o.formats.end(), format) != o.formats.end();
+}
+
+std::string file_stem(const std::string& gpu) {
+  std::string s;
+  for (char c : gpu) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return "ffpa_" + s;
+}
+
+// Markdown, CSV and chart next to the results JSON; returns the markdown for stdout.
+std::string write_reports(const Results& r, const Options& o, const fs::path& dir) {
+  fs::create_directories(dir);
+  const std::string stem = file_stem(r.env.gpu);
+  const std::string md = render_markdown(r, o.baseline);
+  auto write = [](const fs::path& p, const std::string& text) {
+    std::FILE* f = std::fopen(p.c_str(), "wb");
+    if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size())
+      throw RunError("cannot write " + p.string());
+    std::fclose(f);
+  };
+  if (wants(o, "md")) write(dir / (stem + "_speedup.md"), md);
+  if (wants(o, "csv")) write(dir / (stem + "_results.csv"), render_csv(r));
+  if (wants(o, "png")) {
+    write_chart_png(dir / (stem + "_speedup.png"), r);
+    write_chart_svg(dir / (stem + "_speedup.svg"), r);
+  }
+  return md;
+}
+
+class ConsoleObserver : public RunObserver {
+ public:
+  ConsoleObserver(fs::path json, bool write_json) : json_(std::move(json)), write_json_(write_json) {}
+  void on_item(int index, int total, const PlanItem& item, double elapsed, double eta) override {
+    const std::string what = fmt::format("{} {} {} D={} N={}/{}", item.problem.case_name,
+                                         to_string(item.pass), to_string(item.problem.dtype),
+                                         item.problem.shape.D, item.problem.shape.Nq,
+                                         item.problem.shape.Nkv);
+    std::cerr << progress_line(index + 1, total, elapsed, eta, what) << std::endl;
+  }
+  void on_row(const Results& partial) override {
+    if (write_json_) write_results_atomic(json_, partial);
+  }
+  void on_log(int, const std::string& msg) override { std::cerr << "  " << msg << std::endl; }
+
+ private:
+  fs::path json_;
+  bool write_json_;
+};
+
+int run(const Options& opts) {
+  Plan plan = make_plan(opts);
+  Registry reg = Registry::make();
+  if (opts.list) {
+    std::cout << render_list(plan, reg, grids_dir());
+    return 0;
+  }
+  if (opts.dry_run) {
+    std::cout << render_dry_run(plan, reg, opts);
+    return 0;
+  }
+  gpu::DeviceInfo dev;
+  try {
+    dev = gpu::open_device(opts.device);
+  } catch (const RunError& e) {
+    std::cerr << "ffpa-bench: " << e.what()
+              << "\n  (--list, --dry-run, compare and report work without a GPU)\n";
+    return kExitNoGpu;
+  }
+  const fs::path out = opts.out;
+  fs::create_directories(out);
+  const fs::path json = out / (file_stem(dev.name) + "_results.json");
+  ConsoleObserver obs(json, wants(opts, "json"));
+  const Results results = run_plan(plan, opts, dev, reg, obs);
+  if (wants(opts, "json")) write_results_atomic(json, results);
+  std::cout << write_reports(results, opts, out);
+  int failed = 0;
+  for (const Row& row : results.rows) {
+    if (row.ffpa && row.ffpa->status == Status::failed) ++failed;
+    for (const auto& b : row.baselines) failed += b.status == Status::failed;
+  }
+  if (failed) std::cerr << "ffpa-bench: " << failed << " measurement(s) failed\n";
+  return failed ? 1 : 0;
+}
+
+int compare_cmd(const Options& opts) {
+  const Results base = load_results(opts.base_file);
+  const Results now = load_results(opts.new_file);
+  const CompareReport rep = compare(base, now, opts.threshold);
+  std::cout << render_compare_markdown(rep);
+  return rep.exit_code();
+}
+
+int report_cmd(const Options& opts) {
+  const Results r = load_results(opts.report_file);
+  const fs::path dir = opts.out == "ffpa-out" ? fs::path(opts.report_file).parent_path() : opts.out;
+  std::cout << write_reports(r, opts, dir.empty() ? fs::path(".") : dir);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const auto opts = parse_cli(argc, argv);
+    if (!opts) return 0;
+    switch (opts->command) {
+      case Command::run: return run(*opts);
+      case Command::compare: return compare_cmd(*opts);
+      case Command::report: return report_cmd(*opts);
+    }
+  } catch (const InputError& e) {
+    std::cerr << "ffpa-bench: error: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    std::cerr << "ffpa-bench: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,118 @@
+#include "cli/listing.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <set>
+
+#include "tuning/grid.hpp"
+
+namespace ffpa {
+namespace {
+
+std::string mib(int64_t bytes) { return fmt::format("{:.1f}", bytes / 1048576.0); }
+
+// Head dims a variant accepts for the first planned problem, as ranges "32-256, 320-1024".
+std::string head_dims(const Variant& v, Problem p) {
+  std::string out;
+  int64_t start = -1, prev = -1;
+  auto flush = [&] {
+    if (start < 0) return;
+    out += (out.empty() ? "" : ", ") +
+           (start == prev ? std::to_string(start) : fmt::format("{}-{}", start, prev));
+    start = -1;
+  };
+  for (int64_t d = 32; d <= 1024; d += 8) {
+    p.shape.D = d;
+    if (v.supports(p).ok()) {
+      if (start < 0) start = d;
+      prev = d;
+    } else {
+      flush();
+    }
+  }
+  flush();
+  return out.empty() ? "none" : out + " (multiples of 8)";
+}
+
+std::string shape_text(const Shape& s) {
+  return fmt::format("B={} Hq={} Hkv={} Nq={} Nkv={} D={}", s.B, s.Hq, s.Hkv, s.Nq, s.Nkv, s.D);
+}
+
+std::string features(const Problem& p) {
+  std::string f;
+  if (p.causal != Causal::none) f += "causal(" + to_string(p.causal) + ") ";
+  if (p.mask != MaskKind::none) f += "bias(" + to_string(p.mask) + "," + to_string(p.mask_dtype) + ") ";
+  if (p.dropout > 0) f += fmt::format("dropout({}) ", p.dropout);
+  if (p.shape.Hq != p.shape.Hkv) f += fmt::format("gqa({}) ", p.shape.group());
+  return f.empty() ? "-" : f.substr(0, f.size() - 1);
+}
+
+}  // namespace
+
+std::string render_list(const Plan& plan, const Registry& reg, const std::string& grids) {
+  std::string out = fmt::format("Cases in {}:\n", plan.config_file);
+  std::set<std::string> seen;
+  for (const auto& it : plan.items) {
+    const Problem& p = it.problem;
+    if (!seen.insert(p.case_name).second) continue;
+    out += fmt::format("  {:<14} {}  {}\n", p.case_name, shape_text(p.shape), features(p));
+  }
+  out += "\nFFPA variants:\n";
+  if (reg.variants.empty()) out += "  (none registered in this build)\n";
+  const Problem probe = plan.items.empty() ? Problem{} : plan.items.front().problem;
+  for (const auto& v : reg.variants) {
+    std::string knobs;
+    for (const auto& k : v->knob_names()) knobs += (knobs.empty() ? "" : ", ") + k;
+    out += fmt::format("  {:<18} pass={}  knobs: {}\n", v->name(), to_string(v->pass()), knobs);
+    out += fmt::format("  {:<18} head dims: {}\n", "", head_dims(*v, probe));
+    const auto path = std::filesystem::path(grids) / (v->name() + ".json");
+    try {
+      const Grid g = load_grid(path.string());
+      out += fmt::format("  {:<18} grid {}: fast {} points, max {} points\n", "", path.string(),
+                         grid_points(g, TuneMode::fast).size(), grid_points(g, TuneMode::max).size());
+    } catch (const std::exception& e) {
+      out += fmt::format("  {:<18} grid: {}\n", "", e.what());
+    }
+  }
+  out += "\nBaselines:\n";
+  for (const auto& b : reg.baselines) out += fmt::format("  {}\n", b->name());
+  if (reg.baselines.empty()) out += "  (none registered in this build)\n";
+  return out;
+}
+
+std::string render_dry_run(const Plan& plan, const Registry& reg, const Options& opts) {
+  const auto variants = selected_variants(reg, opts.variants);
+  const auto baselines = selected_baselines(reg, opts.baseline);
+  std::string out = fmt::format("Plan from {}: {} measurements (no GPU used)\n\n", plan.config_file,
+                                plan.items.size());
+  out += "| # | case | pass | dtype | shape | features | GFLOP | tensors MiB | unfused extra MiB | runs |\n";
+  out += "|---|---|---|---|---|---|---|---|---|---|\n";
+  double total_flops = 0;
+  int64_t peak = 0;
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    const PlanItem& it = plan.items[i];
+    std::string runs;
+    for (Variant* v : variants) {
+      if (v->pass() != it.pass) continue;
+      const Support s = v->supports(it.problem);
+      runs += (runs.empty() ? "" : "; ") + v->name() + (s.ok() ? "" : " n/a (" + s.reason + ")");
+    }
+    for (Baseline* b : baselines) {
+      const Support s = b->supports(it.problem, it.pass);
+      runs += (runs.empty() ? "" : "; ") + b->name() + (s.ok() ? "" : " n/a (" + s.reason + ")");
+    }
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.1f} | {} | {} | {} |\n", i + 1,
+                       it.problem.case_name, to_string(it.pass), to_string(it.problem.dtype),
+                       shape_text(it.problem.shape), features(it.problem), it.flops / 1e9,
+                       mib(it.tensor_bytes), mib(it.unfused_bytes), runs.empty() ? "-" : runs);
+    total_flops += it.flops;
+    peak = std::max(peak, it.tensor_bytes + it.unfused_bytes);
+  }
+  out += fmt::format("\nTotal: {:.1f} TFLOP of attention; largest item needs {} MiB with the "
+                     "unfused baseline.\n",
+                     total_flops / 1e12, mib(peak));
+  return out;
+}
+
+}  // namespace ffpa

@@ -1,0 +1,405 @@
+#include "runner/runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <limits>
+#include <unistd.h>
+
+#include "core/build_info.hpp"
+#include "core/error.hpp"
+#include "reference/reference.hpp"
+#include "runner/tensors.hpp"
+#include "timing/timer.hpp"
+#include "tuning/cache.hpp"
+#include "tuning/grid.hpp"
+#include "variants/registry.hpp"
+
+namespace ffpa {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A CUDA error that leaves the context unusable ends the sweep: later rows would only report it
+// again. Returns the error text, or empty if the device is still healthy.
+std::string sticky_error() {
+  cudaGetLastError();
+  const cudaError_t err = cudaDeviceSynchronize();
+  if (err == cudaSuccess) return {};
+  return std::string(cudaGetErrorName(err)) + " (" + cudaGetErrorString(err) + ")";
+}
+
+void poison_outputs(AttnTensors& t, Pass pass) {
+  // 0xFF bytes are NaN in fp16, bf16 and fp32: any element an implementation leaves unwritten
+  // shows up as non-finite in the check.
+  auto poison = [](gpu::DeviceBuffer& b) {
+    if (b) FFPA_CUDA(cudaMemset(b.get(), 0xFF, b.bytes()));
+  };
+  if (pass == Pass::fwd) {
+    poison(t.o);
+    poison(t.lse);
+  } else {
+    poison(t.dq);
+    poison(t.dk);
+    poison(t.dv);
+    poison(t.dbias);
+  }
+}
+
+}  // namespace
+
+std::string grids_dir() {
+  if (const char* env = std::getenv("FFPA_GRIDS_DIR")) return env;
+  if (std::filesystem::is_directory("configs/grids")) return "configs/grids";
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (auto dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
+         dir = dir.parent_path())
+      if (std::filesystem::is_directory(dir / "configs/grids")) return dir / "configs/grids";
+  }
+  return "configs/grids";
+}
+
+namespace {
+
+Row make_row(const PlanItem& item) {
+  Row r;
+  const Problem& p = item.problem;
+  r.case_name = p.case_name;
+  r.pass = item.pass;
+  r.dtype = p.dtype;
+  r.shape = p.shape;
+  r.causal = p.causal;
+  r.mask = p.mask;
+  r.mask_dtype = p.mask_dtype;
+  r.dropout = p.dropout;
+  r.flops = item.flops;
+  return r;
+}
+
+class Executor {
+ public:
+  Executor(const Options& opts, const gpu::DeviceInfo& dev, RunObserver& obs)
+      : opts_(opts),
+        dev_(dev),
+        obs_(obs),
+        timer_(dev, opts.timing),
+        tune_timer_(dev, tuning_timing(opts.timing)),
+        cache_(TuningCache::load(opts.tuning_cache.empty() ? default_tuning_cache_path()
+                                                           : opts.tuning_cache)) {}
+
+  Row run_item(const PlanItem& item, const std::vector<Variant*>& variants,
+               const std::vector<Baseline*>& baselines) {
+    Row row = make_row(item);
+    std::unique_ptr<AttnTensors> tensors;
+    std::unique_ptr<Reference> ref;
+    try {
+      tensors = std::make_unique<AttnTensors>(item.problem, item.pass);
+      if (item.pass == Pass::bwd) prepare_backward_inputs(*tensors);
+      if (opts_.check) ref = std::make_unique<Reference>(compute_reference(*tensors, item.pass));
+    } catch (const RunError& e) {
+      skip_all(row, variants, baselines, std::string("inputs or reference do not fit: ") + e.what());
+      return row;
+    }
+    for (Variant* v : variants) {
+      if (v->pass() != item.pass) continue;
+      Measurement m = run_variant(*v, item, *tensors, ref.get());
+      if (!row.ffpa || better(m, *row.ffpa)) row.ffpa = std::move(m);
+    }
+    for (Baseline* b : baselines) row.baselines.push_back(run_baseline(*b, item, *tensors, ref.get()));
+    return row;
+  }
+
+  void save_cache() { cache_.save(); }
+
+ private:
+  static TimingOptions tuning_timing(TimingOptions t) {
+    // Grid points are ranked with a short measurement; the winner is re-timed in full.
+    t.min_samples = 3;
+    t.min_time = 0.05;
+    t.max_noise = 2.0;
+    t.timeout = std::min(t.timeout, 3.0);
+    t.warmup = 1;
+    return t;
+  }
+
+  static bool better(const Measurement& a, const Measurement& b) {
+    if (a.status != Status::ok) return false;
+    if (b.status != Status::ok) return true;
+    return a.timing.median_ms < b.timing.median_ms;
+  }
+
+  static void skip_all(Row& row, const std::vector<Variant*>& variants,
+                       const std::vector<Baseline*>& baselines, const std::string& reason) {
+    for (Variant* v : variants) {
+      if (v->pass() != row.pass || row.ffpa) continue;
+      row.ffpa = Measurement{};
+      row.ffpa->impl = v->name();
+      row.ffpa->kind = "ffpa";
+      row.ffpa->reason = reason;
+    }
+    for (Baseline* b : baselines) {
+      Measurement m;
+      m.impl = b->name();
+      m.kind = "baseline";
+      m.reason = reason;
+      row.baselines.push_back(std::move(m));
+    }
+  }
+
+  void log(int level, const std::string& msg) {
+    if (opts_.verbose >= level) obs_.on_log(level, msg);
+  }
+
+  // Checks one launch against the reference (outputs poisoned first), then times the op.
+  void check_and_time(Op& op, const PlanItem& item, AttnTensors& t, const Reference* ref,
+                      Measurement& m) {
+    if (ref) {
+      const cudaStream_t s = timer_.stream();
+      poison_outputs(t, item.pass);
+      op.launch(s);
+      gpu::check_launch(m.impl.c_str());
+      FFPA_CUDA(cudaStreamSynchronize(s));
+      m.checks = check_outputs(t, *ref, item.pass);
+      m.checked = true;
+    }
+    m.timing = timer_.measure([&](cudaStream_t st) { op.launch(st); });
+    m.tflops = item.flops / (m.timing.median_ms * 1e9);
+    m.extra_mem_bytes = op.extra_bytes();
+    m.includes = op.includes();
+    m.status = (!ref || m.correct()) ? Status::ok : Status::failed;
+    if (m.status == Status::failed) m.reason = "correctness check failed";
+  }
+
+  Measurement run_variant(Variant& v, const PlanItem& item, AttnTensors& t, const Reference* ref) {
+    Measurement m;
+    m.impl = v.name();
+    m.kind = "ffpa";
+    const Problem& p = item.problem;
+    if (Support s = v.supports(p); !s.ok()) {
+      m.reason = s.reason;
+      return m;
+    }
+    gpu::reset_peak_memory();
+    const CacheKey key = make_cache_key(dev_, v.name(), p, item.pass);
+    std::vector<Knobs> candidates;
+    if (opts_.tune == TuneMode::none) {
+      if (auto hit = cache_.find(key)) {
+        candidates = {hit->knobs};
+        m.config_source = "cache";
+      } else {
+        candidates = {v.default_knobs(p)};
+        m.config_source = "default";
+      }
+    } else {
+      const Grid grid = load_variant_grid(v.name(), grids_dir());
+      candidates = grid_points(grid, opts_.tune);
+      m.config_source = "tuned";
+    }
+
+    std::string first_reject;
+    std::unique_ptr<Op> best_op;
+    Knobs best_knobs;
+    double best_ms = std::numeric_limits<double>::infinity();
+    for (const Knobs& k : candidates) {
+      if (Support fit = v.supports(p, k, dev_); !fit.ok()) {
+        log(1, v.name() + " [" + to_string(k) + "] rejected: " + fit.reason);
+        if (first_reject.empty()) first_reject = to_string(k) + ": " + fit.reason;
+        continue;
+      }
+      try {
+        auto op = v.bind(p, k, t);
+        if (candidates.size() == 1) {
+          best_op = std::move(op);
+          best_knobs = k;
+          break;
+        }
+        const TimingStats st = tune_timer_.measure([&](cudaStream_t s) { op->launch(s); });
+        log(1, v.name() + " [" + to_string(k) + "] " + std::to_string(st.median_ms) + " ms");
+        if (st.median_ms < best_ms) {
+          best_ms = st.median_ms;
+          best_op = std::move(op);
+          best_knobs = k;
+        }
+      } catch (const Unsupported& e) {
+        log(1, v.name() + " [" + to_string(k) + "] unsupported: " + e.what());
+        if (first_reject.empty()) first_reject = to_string(k) + ": " + e.what();
+      } catch (const RunError& e) {
+        if (auto err = sticky_error(); !err.empty()) throw RunError(v.name() + ": " + e.what());
+        log(1, v.name() + " [" + to_string(k) + "] failed: " + e.what());
+        if (first_reject.empty()) first_reject = to_string(k) + ": " + e.what();
+      }
+    }
+    if (!best_op) {
+      m.reason = "no configuration fits: " + first_reject;
+      return m;
+    }
+    m.config = best_knobs;
+    try {
+      check_and_time(*best_op, item, t, ref, m);
+    } catch (const RunError& e) {
+      m.status = Status::failed;
+      m.reason = e.what();
+      if (auto err = sticky_error(); !err.empty()) throw RunError(v.name() + ": " + err);
+    }
+    m.peak_mem_bytes = gpu::memory_stats().peak;
+    if (opts_.tune != TuneMode::none && m.status == Status::ok)
+      cache_.store(key, best_knobs, m.timing.median_ms);
+    return m;
+  }
+
+  Measurement run_baseline(Baseline& b, const PlanItem& item, AttnTensors& t,
+                           const Reference* ref) {
+    Measurement m;
+    m.impl = b.name();
+    m.kind = "baseline";
+    if (Support s = b.supports(item.problem, item.pass); !s.ok()) {
+      m.reason = s.reason;
+      return m;
+    }
+    gpu::reset_peak_memory();
+    try {
+      auto op = b.bind(item.problem, item.pass, t);
+      check_and_time(*op, item, t, ref, m);
+    } catch (const Unsupported& e) {
+      m.status = Status::skipped;
+      m.reason = e.what();
+    } catch (const RunError& e) {
+      if (auto err = sticky_error(); !err.empty()) throw RunError(b.name() + ": " + err);
+      m.status = Status::skipped;
+      m.reason = e.what();
+    }
+    m.peak_mem_bytes = gpu::memory_stats().peak;
+    return m;
+  }
+
+  const Options& opts_;
+  const gpu::DeviceInfo& dev_;
+  RunObserver& obs_;
+  Timer timer_;
+  Timer tune_timer_;
+  TuningCache cache_;
+};
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string version_string(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+}  // namespace
+
+Registry Registry::make() { return {make_variants(), make_baselines()}; }
+
+std::vector<Baseline*> selected_baselines(const Registry& reg, BaselineMode mode) {
+  std::vector<Baseline*> out;
+  for (const auto& b : reg.baselines) {
+    const bool take = mode == BaselineMode::best || mode == BaselineMode::all ||
+                      (mode == BaselineMode::cudnn && b->name() == "cudnn") ||
+                      (mode == BaselineMode::unfused && b->name() == "unfused");
+    if (take) out.push_back(b.get());
+  }
+  return out;
+}
+
+std::vector<Variant*> selected_variants(const Registry& reg, const std::vector<std::string>& names) {
+  std::vector<Variant*> out;
+  for (const auto& v : reg.variants)
+    if (names.empty() || std::find(names.begin(), names.end(), v->name()) != names.end())
+      out.push_back(v.get());
+  for (const auto& n : names) {
+    const bool known = std::any_of(reg.variants.begin(), reg.variants.end(),
+                                   [&](const auto& v) { return v->name() == n; });
+    if (!known) {
+      std::string valid;
+      for (const auto& v : reg.variants) valid += (valid.empty() ? "" : ", ") + v->name();
+      throw InputError("command line", "--variant",
+                       "unknown variant '" + n + "' (registered: " +
+                           (valid.empty() ? "none" : valid) + ")");
+    }
+  }
+  return out;
+}
+
+Environment describe_environment(const gpu::DeviceInfo& dev, const Registry& reg,
+                                 const Options& opts) {
+  Environment env;
+  env.gpu = dev.name;
+  env.arch = dev.arch();
+  env.sm_count = dev.sm_count;
+  env.sm_clock_mhz = dev.max_clock_mhz;
+  env.memory_clock_mhz = dev.memory_clock_mhz;
+  env.l2_bytes = dev.l2_bytes;
+  env.memory_bytes = dev.global_mem_bytes;
+  env.driver = version_string(dev.driver_version);
+  env.cuda_runtime = version_string(dev.runtime_version);
+  env.cudnn = "not loaded";
+  for (const auto& b : reg.baselines)
+    if (b->name() == "cudnn" && !b->version().empty()) env.cudnn = b->version();
+  env.git_commit = build_commit();
+  env.build_flags = build_flags();
+  env.command_line = opts.command_line;
+  env.started_at = utc_now();
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) env.host = host;
+  return env;
+}
+
+Results run_plan(const Plan& plan, const Options& opts, const gpu::DeviceInfo& dev, Registry& reg,
+                 RunObserver& obs) {
+  Results results;
+  results.tool_version = tool_version();
+  results.env = describe_environment(dev, reg, opts);
+  results.timing_mode = opts.timing.cold ? "cold" : "hot";
+  const auto variants = selected_variants(reg, opts.variants);
+  const auto baselines = selected_baselines(reg, opts.baseline);
+
+  Executor exec(opts, dev, obs);
+  const auto t0 = Clock::now();
+  const int total = static_cast<int>(plan.items.size());
+  std::string lost;  // set once the CUDA context is unusable
+  for (int i = 0; i < total; ++i) {
+    const PlanItem& item = plan.items[i];
+    const double elapsed = seconds_since(t0);
+    const double eta = i == 0 ? -1.0 : elapsed / i * (total - i);
+    obs.on_item(i, total, item, elapsed, eta);
+    Row row = make_row(item);
+    if (!lost.empty()) {
+      Measurement m;
+      m.impl = "all";
+      m.reason = "not run: " + lost;
+      row.baselines.push_back(m);
+    } else {
+      try {
+        row = exec.run_item(item, variants, baselines);
+      } catch (const RunError& e) {
+        lost = std::string("CUDA context lost: ") + e.what();
+        row = make_row(item);
+        Measurement m;
+        m.impl = "all";
+        m.status = Status::failed;
+        m.reason = lost;
+        row.baselines.push_back(m);
+      }
+    }
+    results.rows.push_back(std::move(row));
+    obs.on_row(results);
+  }
+  exec.save_cache();
+  results.complete = true;
+  return results;
+}
+
+}  // namespace ffpa

@@ -1,0 +1,49 @@
+// Executes a plan on the GPU: for each item, every selected FFPA variant (tuned over its grid) and
+// baseline is bound, checked against the fp32 reference and timed. Rows are handed to the
+// observer as they finish; the runner never formats text.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/options.hpp"
+#include "core/results.hpp"
+#include "gpu/cuda.hpp"
+#include "plan/plan.hpp"
+#include "variants/op.hpp"
+
+namespace ffpa {
+
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  // Before item `index` (0-based) of `total` starts; eta_s < 0 when not yet known.
+  virtual void on_item(int index, int total, const PlanItem&, double elapsed_s, double eta_s) {}
+  // After a row finished (the partial results hold every finished row, this one last).
+  virtual void on_row(const Results& partial) = 0;
+  // Diagnostics: level 1 = -v (e.g. rejected grid points), 2 = -vv.
+  virtual void on_log(int level, const std::string& message) {}
+};
+
+struct Registry {
+  std::vector<std::unique_ptr<Variant>> variants;
+  std::vector<std::unique_ptr<Baseline>> baselines;
+  static Registry make();  // every registered variant and baseline
+};
+
+// Baselines that run for a mode ("best" and "all" run all of them).
+std::vector<Baseline*> selected_baselines(const Registry&, BaselineMode);
+// Variants selected by --variant (all when empty); throws InputError for an unknown name.
+std::vector<Variant*> selected_variants(const Registry&, const std::vector<std::string>& names);
+
+// Where the tuning grids are: $FFPA_GRIDS_DIR, ./configs/grids, or configs/grids above the
+// executable (build/ffpa-bench -> configs/grids).
+std::string grids_dir();
+
+// Environment of this process: GPU, clocks, driver, runtime, cuDNN loaded, build, command line.
+Environment describe_environment(const gpu::DeviceInfo&, const Registry&, const Options&);
+
+Results run_plan(const Plan&, const Options&, const gpu::DeviceInfo&, Registry&, RunObserver&);
+
+}  // namespace ffpa
