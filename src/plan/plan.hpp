@@ -2,6 +2,7 @@
 // this without touching the GPU.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ struct Plan {
   std::string config_file;
   std::vector<PlanItem> items;
 };
+
+// Bytes of the tensors the tool allocates for one pass: q, k, v, o, lse and the bias, plus dO,
+// dq, dk, dv and dbias for the backward.
+int64_t tensor_bytes(const Problem&, Pass);
 
 // Loads opts.config, applies the CLI's case selection, sweeps and overrides, validates the result.
 // Throws InputError naming the file / JSON path / flag on anything invalid.

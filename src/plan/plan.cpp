@@ -1,0 +1,94 @@
+#include "plan/plan.hpp"
+
+#include <algorithm>
+
+#include "cases/cases.hpp"
+#include "core/error.hpp"
+
+namespace ffpa {
+namespace {
+
+// Sweep values in the order they nest, outermost first; an empty list keeps the file's default
+// (B, H, N, D) or the case's own field (Hkv, Nq, Nkv).
+std::vector<SweepPoint> sweep_points(const Options& o, const SweepPoint& defaults) {
+  std::vector<SweepPoint> points = {defaults};
+  auto expand = [&points](const std::vector<int64_t>& values, auto set) {
+    if (values.empty()) return;
+    std::vector<SweepPoint> next;
+    for (const SweepPoint& p : points)
+      for (int64_t v : values) {
+        SweepPoint q = p;
+        set(q, v);
+        next.push_back(q);
+      }
+    points = std::move(next);
+  };
+  expand(o.B, [](SweepPoint& p, int64_t v) { p.B = v; });
+  expand(o.H, [](SweepPoint& p, int64_t v) { p.H = v; });
+  expand(o.Hkv, [](SweepPoint& p, int64_t v) { p.Hkv = v; });
+  expand(o.N, [](SweepPoint& p, int64_t v) { p.N = v; });
+  expand(o.Nq, [](SweepPoint& p, int64_t v) { p.Nq = v; });
+  expand(o.Nkv, [](SweepPoint& p, int64_t v) { p.Nkv = v; });
+  expand(o.D, [](SweepPoint& p, int64_t v) { p.D = v; });
+  return points;
+}
+
+std::vector<const CaseSpec*> select_cases(const Options& o, const CaseFile& cf) {
+  std::vector<const CaseSpec*> out;
+  if (o.cases.empty()) {
+    for (const CaseSpec& c : cf.cases) out.push_back(&c);
+    return out;
+  }
+  for (const std::string& name : o.cases) {
+    const CaseSpec* c = cf.find(name);
+    if (c == nullptr) {
+      std::string valid;
+      for (const auto& n : cf.names()) valid += (valid.empty() ? "" : ", ") + n;
+      throw InputError("command line", "--case",
+                       "unknown case \"" + name + "\" (cases in " + cf.file + ": " + valid + ")");
+    }
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t tensor_bytes(const Problem& p, Pass pass) {
+  const Shape& s = p.shape;
+  const int64_t e = dtype_bytes(p.dtype);
+  const int64_t q = s.B * s.Hq * s.Nq * s.D * e;     // q, o, dO, dq
+  const int64_t kv = s.B * s.Hkv * s.Nkv * s.D * e;  // k, v, dk, dv
+  const int64_t lse = s.B * s.Hq * s.Nq * 4;
+  const int64_t bias = p.mask_elems() * (p.mask_dtype == MaskDtype::fp32 ? 4 : e);  // bias, dbias
+  const int64_t fwd = 2 * q + 2 * kv + lse + bias;
+  return pass == Pass::fwd ? fwd : fwd + 2 * q + 2 * kv + bias;
+}
+
+Plan make_plan(const Options& o) {
+  const CaseFile cf = load_case_file(o.config);
+  const std::vector<const CaseSpec*> cases = select_cases(o, cf);
+  std::vector<Pass> passes;
+  if (o.fwd) passes.push_back(Pass::fwd);
+  if (o.bwd) passes.push_back(Pass::bwd);
+
+  Plan plan;
+  plan.config_file = o.config;
+  for (const SweepPoint& point : sweep_points(o, cf.defaults))
+    for (const CaseSpec* c : cases)
+      for (Dtype dtype : o.dtypes.empty() ? c->dtypes : o.dtypes) {
+        const Problem problem = resolve_case(cf, *c, point, dtype, o.seed);
+        for (Pass pass : passes) {
+          PlanItem item;
+          item.problem = problem;
+          item.pass = pass;
+          item.flops = problem.flops(pass);
+          item.tensor_bytes = tensor_bytes(problem, pass);
+          // TODO(plan): unfused_extra_bytes(problem, pass) once src/baselines/unfused.hpp lands.
+          plan.items.push_back(std::move(item));
+        }
+      }
+  return plan;
+}
+
+}  // namespace ffpa
