@@ -1,0 +1,382 @@
+#include "report/results_json.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace ffpa {
+namespace {
+
+using nlohmann::json;
+
+json num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+json to_json(const Knobs& knobs) {
+  json a = json::array();
+  for (const auto& [k, v] : knobs) a.push_back(json::array({k, v}));
+  return a;
+}
+
+json to_json(const TimingStats& t) {
+  return {{"median_ms", num(t.median_ms)},
+          {"mean_ms", num(t.mean_ms)},
+          {"min_ms", num(t.min_ms)},
+          {"max_ms", num(t.max_ms)},
+          {"stdev_ms", num(t.stdev_ms)},
+          {"samples", t.samples},
+          {"total_gpu_s", num(t.total_gpu_s)},
+          {"timed_out", t.timed_out},
+          {"sm_clock_mhz", num(t.sm_clock_mhz)},
+          {"throttled_samples", t.throttled_samples}};
+}
+
+json to_json(const TensorCheck& c) {
+  return {{"tensor", c.tensor},    {"max_abs", num(c.max_abs)}, {"rel_rms", num(c.rel_rms)},
+          {"bound", num(c.bound)}, {"nonfinite", c.nonfinite},  {"pass", c.pass}};
+}
+
+json to_json(const Measurement& m) {
+  json checks = json::array();
+  for (const auto& c : m.checks) checks.push_back(to_json(c));
+  return {{"impl", m.impl},
+          {"kind", m.kind},
+          {"status", to_string(m.status)},
+          {"reason", m.reason},
+          {"config", to_json(m.config)},
+          {"config_source", m.config_source},
+          {"timing", to_json(m.timing)},
+          {"tflops", num(m.tflops)},
+          {"peak_mem_bytes", m.peak_mem_bytes},
+          {"extra_mem_bytes", m.extra_mem_bytes},
+          {"includes", m.includes},
+          {"checked", m.checked},
+          {"checks", checks}};
+}
+
+json to_json(const Row& r) {
+  json baselines = json::array();
+  for (const auto& b : r.baselines) baselines.push_back(to_json(b));
+  const Shape& s = r.shape;
+  return {{"case", r.case_name},
+          {"pass", to_string(r.pass)},
+          {"dtype", to_string(r.dtype)},
+          {"shape",
+           {{"B", s.B}, {"Hq", s.Hq}, {"Hkv", s.Hkv}, {"Nq", s.Nq}, {"Nkv", s.Nkv}, {"D", s.D}}},
+          {"causal", to_string(r.causal)},
+          {"mask", to_string(r.mask)},
+          {"mask_dtype", to_string(r.mask_dtype)},
+          {"dropout", num(r.dropout)},
+          {"flops", num(r.flops)},
+          {"ffpa", r.ffpa ? to_json(*r.ffpa) : json(nullptr)},
+          {"baselines", baselines}};
+}
+
+json to_json(const Environment& e) {
+  return {{"gpu", e.gpu},
+          {"arch", e.arch},
+          {"sm_count", e.sm_count},
+          {"sm_clock_mhz", e.sm_clock_mhz},
+          {"memory_clock_mhz", e.memory_clock_mhz},
+          {"l2_bytes", e.l2_bytes},
+          {"memory_bytes", e.memory_bytes},
+          {"driver", e.driver},
+          {"cuda_runtime", e.cuda_runtime},
+          {"cudnn", e.cudnn},
+          {"git_commit", e.git_commit},
+          {"build_flags", e.build_flags},
+          {"command_line", e.command_line},
+          {"started_at", e.started_at},
+          {"host", e.host}};
+}
+
+// Reads one object's fields, naming the JSON pointer of whatever is wrong.
+class Reader {
+ public:
+  Reader(const json& obj, std::string ptr, const std::string& file)
+      : obj_(obj), ptr_(std::move(ptr)), file_(file) {
+    if (!obj_.is_object()) fail(ptr_.empty() ? "/" : ptr_, "expected an object");
+  }
+
+  [[noreturn]] void fail(const std::string& ptr, const std::string& why) const {
+    throw InputError(file_, ptr, why);
+  }
+  std::string path(const std::string& key) const { return ptr_ + "/" + key; }
+
+  const json& at(const std::string& key) const {
+    auto it = obj_.find(key);
+    if (it == obj_.end()) fail(path(key), "missing");
+    return *it;
+  }
+  Reader object(const std::string& key) const { return Reader(at(key), path(key), file_); }
+  std::string str(const std::string& key) const {
+    const json& v = at(key);
+    if (!v.is_string()) fail(path(key), "expected a string");
+    return v.get<std::string>();
+  }
+  double dbl(const std::string& key) const {
+    const json& v = at(key);
+    if (v.is_number()) return v.get<double>();
+    if (v.is_string()) {
+      const std::string s = v.get<std::string>();
+      if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+      if (s == "inf") return std::numeric_limits<double>::infinity();
+      if (s == "-inf") return -std::numeric_limits<double>::infinity();
+    }
+    fail(path(key), "expected a number");
+  }
+  int64_t i64(const std::string& key) const {
+    const json& v = at(key);
+    if (!v.is_number_integer()) fail(path(key), "expected an integer");
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
+      fail(path(key), "integer out of range");
+    return v.get<int64_t>();
+  }
+  int i32(const std::string& key) const {
+    const int64_t v = i64(key);
+    if (v < INT32_MIN || v > INT32_MAX) fail(path(key), "integer out of range");
+    return static_cast<int>(v);
+  }
+  bool boolean(const std::string& key) const {
+    const json& v = at(key);
+    if (!v.is_boolean()) fail(path(key), "expected true or false");
+    return v.get<bool>();
+  }
+  template <class E>
+  E enumeration(const std::string& key, std::optional<E> (*parse)(const std::string&)) const {
+    const std::string s = str(key);
+    if (auto e = parse(s)) return *e;
+    fail(path(key), "unknown value \"" + s + "\"");
+  }
+  const json& array(const std::string& key) const {
+    const json& v = at(key);
+    if (!v.is_array()) fail(path(key), "expected an array");
+    return v;
+  }
+  const std::string& file() const { return file_; }
+
+ private:
+  const json& obj_;
+  std::string ptr_;
+  const std::string& file_;
+};
+
+Knobs knobs_from(const Reader& r, const std::string& key) {
+  Knobs knobs;
+  const json& a = r.array(key);
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::string p = r.path(key) + "/" + std::to_string(i);
+    const json& kv = a[i];
+    if (!kv.is_array() || kv.size() != 2 || !kv[0].is_string() || !kv[1].is_number_integer())
+      r.fail(p, "expected [name, integer]");
+    knobs.emplace_back(kv[0].get<std::string>(), kv[1].get<int64_t>());
+  }
+  return knobs;
+}
+
+TimingStats timing_from(const Reader& r) {
+  TimingStats t;
+  t.median_ms = r.dbl("median_ms");
+  t.mean_ms = r.dbl("mean_ms");
+  t.min_ms = r.dbl("min_ms");
+  t.max_ms = r.dbl("max_ms");
+  t.stdev_ms = r.dbl("stdev_ms");
+  t.samples = r.i32("samples");
+  t.total_gpu_s = r.dbl("total_gpu_s");
+  t.timed_out = r.boolean("timed_out");
+  t.sm_clock_mhz = r.dbl("sm_clock_mhz");
+  t.throttled_samples = r.i32("throttled_samples");
+  return t;
+}
+
+TensorCheck check_from(const Reader& r) {
+  TensorCheck c;
+  c.tensor = r.str("tensor");
+  c.max_abs = r.dbl("max_abs");
+  c.rel_rms = r.dbl("rel_rms");
+  c.bound = r.dbl("bound");
+  c.nonfinite = r.i64("nonfinite");
+  c.pass = r.boolean("pass");
+  return c;
+}
+
+Measurement measurement_from(const Reader& r) {
+  Measurement m;
+  m.impl = r.str("impl");
+  m.kind = r.str("kind");
+  if (m.kind != "ffpa" && m.kind != "baseline")
+    r.fail(r.path("kind"), "expected \"ffpa\" or \"baseline\"");
+  m.status = r.enumeration("status", parse_status);
+  m.reason = r.str("reason");
+  m.config = knobs_from(r, "config");
+  m.config_source = r.str("config_source");
+  m.timing = timing_from(r.object("timing"));
+  m.tflops = r.dbl("tflops");
+  m.peak_mem_bytes = r.i64("peak_mem_bytes");
+  m.extra_mem_bytes = r.i64("extra_mem_bytes");
+  m.includes = r.str("includes");
+  m.checked = r.boolean("checked");
+  const json& checks = r.array("checks");
+  for (size_t i = 0; i < checks.size(); ++i)
+    m.checks.push_back(
+        check_from(Reader(checks[i], r.path("checks/" + std::to_string(i)), r.file())));
+  return m;
+}
+
+Row row_from(const Reader& r) {
+  Row row;
+  row.case_name = r.str("case");
+  row.pass = r.enumeration("pass", parse_pass);
+  row.dtype = r.enumeration("dtype", parse_dtype);
+  const Reader s = r.object("shape");
+  row.shape = {s.i64("B"), s.i64("Hq"), s.i64("Hkv"), s.i64("Nq"), s.i64("Nkv"), s.i64("D")};
+  row.causal = r.enumeration("causal", parse_causal);
+  row.mask = r.enumeration("mask", parse_mask_kind);
+  row.mask_dtype = r.enumeration("mask_dtype", parse_mask_dtype);
+  row.dropout = r.dbl("dropout");
+  row.flops = r.dbl("flops");
+  const json& ffpa = r.at("ffpa");
+  if (!ffpa.is_null()) row.ffpa = measurement_from(Reader(ffpa, r.path("ffpa"), r.file()));
+  const json& baselines = r.array("baselines");
+  for (size_t i = 0; i < baselines.size(); ++i)
+    row.baselines.push_back(
+        measurement_from(Reader(baselines[i], r.path("baselines/" + std::to_string(i)), r.file())));
+  return row;
+}
+
+Environment env_from(const Reader& r) {
+  Environment e;
+  e.gpu = r.str("gpu");
+  e.arch = r.str("arch");
+  e.sm_count = r.i32("sm_count");
+  e.sm_clock_mhz = r.i32("sm_clock_mhz");
+  e.memory_clock_mhz = r.i32("memory_clock_mhz");
+  e.l2_bytes = r.i64("l2_bytes");
+  e.memory_bytes = r.i64("memory_bytes");
+  e.driver = r.str("driver");
+  e.cuda_runtime = r.str("cuda_runtime");
+  e.cudnn = r.str("cudnn");
+  e.git_commit = r.str("git_commit");
+  e.build_flags = r.str("build_flags");
+  e.command_line = r.str("command_line");
+  e.started_at = r.str("started_at");
+  e.host = r.str("host");
+  return e;
+}
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Results& res) {
+  json rows = json::array();
+  for (const auto& r : res.rows) rows.push_back(to_json(r));
+  return {{"schema_version", res.schema_version},
+          {"tool_version", res.tool_version},
+          {"complete", res.complete},
+          {"timing_mode", res.timing_mode},
+          {"env", to_json(res.env)},
+          {"rows", rows}};
+}
+
+Results results_from_json(const nlohmann::json& j, const std::string& file) {
+  const Reader r(j, "", file);
+  Results res;
+  // The version is checked before anything else so a newer file fails on its version, not on
+  // whichever field changed.
+  res.schema_version = r.i32("schema_version");
+  if (res.schema_version != kResultsSchemaVersion)
+    r.fail("/schema_version", "unsupported schema_version " + std::to_string(res.schema_version) +
+                                  " (this build reads " + std::to_string(kResultsSchemaVersion) +
+                                  ")");
+  res.tool_version = r.str("tool_version");
+  res.complete = r.boolean("complete");
+  res.timing_mode = r.str("timing_mode");
+  res.env = env_from(r.object("env"));
+  const json& rows = r.array("rows");
+  for (size_t i = 0; i < rows.size(); ++i)
+    res.rows.push_back(row_from(Reader(rows[i], "/rows/" + std::to_string(i), file)));
+  return res;
+}
+
+Results load_results(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(file, "", "cannot open: " + errno_text());
+  std::ostringstream text;
+  text << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(text.str());
+  } catch (const json::parse_error& e) {
+    throw InputError(file, "", std::string("not valid JSON: ") + e.what());
+  }
+  return results_from_json(j, file);
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
+  namespace fs = std::filesystem;
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw RunError("cannot create " + dir.string() + ": " + ec.message());
+
+  // pid + counter keep concurrent writers (threads or processes) off each other's temp file.
+  static std::atomic<unsigned> counter{0};
+  const fs::path tmp = dir / ("." + path.filename().string() + ".tmp." + std::to_string(getpid()) +
+                              "." + std::to_string(counter++));
+  const auto fail = [&](const std::string& what) {
+    const std::string why = errno_text();
+    fs::remove(tmp, ec);
+    throw RunError(what + ": " + why);
+  };
+
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("cannot create " + tmp.string());
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      fail("cannot write " + tmp.string());
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    fail("cannot fsync " + tmp.string());
+  }
+  if (::close(fd) != 0) fail("cannot close " + tmp.string());
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    fail("cannot rename " + tmp.string() + " to " + path.string());
+  // The rename is durable only once the directory entry is.
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void write_results_atomic(const std::filesystem::path& path, const Results& res) {
+  // Replace rather than throw on invalid UTF-8: a library's error text must not lose the run.
+  write_file_atomic(path, to_json(res).dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+}
+
+}  // namespace ffpa
