@@ -202,6 +202,8 @@ Drawing chart_drawing(const Results& res) {
     const std::string axis = by_speedup ? "speedup (x)" : "TFLOPS";
     d.text(kMargin, y0 - kPlotHeight / 2 + text_length(axis) / 2, axis, kInk, 1, true);
 
+    // Under the bars, so it never crosses a value label.
+    if (by_speedup) d.line(plot_left, ypix(1), plot_right, ypix(1), kParity);
     for (size_t i = 0; i < p.slots.size(); ++i) {
       const Slot& s = p.slots[i];
       const int sx = plot_left + int(i) * slot_w + (slot_w - int(s.bars.size()) * bar_w) / 2;
@@ -215,7 +217,9 @@ Drawing chart_drawing(const Results& res) {
             const std::string v = format_speedup(b.value);
             d.text(bx + bar_w / 2 - text_length(v) / 2, top_px - 10, v, kInk);
           } else {
-            d.text(bx + 1, top_px - 3, fmt::format("{:.0f}", b.value), kInk, 1, true);
+            std::string v = format_tflops(b.value);
+            v.pop_back();  // the axis says TFLOPS
+            d.text(bx + 1, top_px - 3, v, kInk, 1, true);
           }
         } else if (by_speedup) {
           d.text(bx + bar_w / 2 - text_length(b.note) / 2, y0 - 10, b.note, b.note_color);
@@ -226,7 +230,6 @@ Drawing chart_drawing(const Results& res) {
       const int cx = plot_left + int(i) * slot_w + slot_w / 2;
       d.text(cx - 4, y0 + 6 + text_length(s.label), s.label, kInk, 1, true);
     }
-    if (by_speedup) d.line(plot_left, ypix(1), plot_right, ypix(1), kParity);
     d.line(plot_left, y0, plot_right, y0, kInk);
     d.line(plot_left, y0, plot_left, y0 - kPlotHeight, kInk);
     y = y0 + 6 + label_len + kGap;

@@ -33,7 +33,7 @@ struct Drawing {
   const Item* find(const std::string& id) const;
 };
 
-// Text box size in pixels along the text, and across it (8 * scale).
+// Text box size in pixels along the text, and across it (9 * scale).
 int text_length(const std::string&, int scale = 1);
 int text_height(int scale = 1);
 

@@ -75,10 +75,16 @@ std::string table_row(const std::vector<std::string>& cells) {
   return out + "\n";
 }
 
-std::string header(const std::vector<std::string>& cols, size_t text_cols) {
+// align: one letter per column, 'l' or 'r'.
+std::string header(const std::vector<std::string>& cols, const std::string& align) {
   std::string out = table_row(cols) + "|";
-  for (size_t i = 0; i < cols.size(); ++i) out += i < text_cols ? "---|" : "---:|";
+  for (char a : align) out += a == 'r' ? "---:|" : "---|";
   return out + "\n";
+}
+
+// The Measurement::impl a single-baseline mode names.
+std::string single_baseline(BaselineMode mode) {
+  return mode == BaselineMode::cudnn ? "cudnn" : "unfused";
 }
 
 std::vector<std::string> baseline_names(const std::vector<const Row*>& rows) {
@@ -109,7 +115,8 @@ std::string pass_table(const std::vector<const Row*>& rows, Pass pass, BaselineM
       break;
     case BaselineMode::cudnn:
     case BaselineMode::unfused:
-      cols.insert(cols.end(), {"FFPA / " + display_name(to_string(mode)), "TFLOPS", "speedup"});
+      cols.insert(cols.end(),
+                  {"FFPA / " + display_name(single_baseline(mode)), "TFLOPS", "speedup"});
       break;
     case BaselineMode::none:
       cols.insert(cols.end(), {"FFPA", "TFLOPS"});
@@ -122,7 +129,7 @@ std::string pass_table(const std::vector<const Row*>& rows, Pass pass, BaselineM
       }
       break;
   }
-  out += header(cols, lead.size());
+  out += header(cols, std::string(lead.size(), 'l') + std::string(cols.size() - lead.size(), 'r'));
 
   for (const Row* r : rows) {
     std::vector<std::string> cells = {row_label(*r, t), to_string(r->dtype),
@@ -132,8 +139,8 @@ std::string pass_table(const std::vector<const Row*>& rows, Pass pass, BaselineM
       case BaselineMode::best:
       case BaselineMode::cudnn:
       case BaselineMode::unfused: {
-        const Side b =
-            mode == BaselineMode::best ? best_side(*r) : side(find_baseline(*r, to_string(mode)));
+        const Side b = mode == BaselineMode::best ? best_side(*r)
+                                                  : side(find_baseline(*r, single_baseline(mode)));
         cells.insert(cells.end(),
                      {time_pair(f, b), tflops_of(f) + " / " + tflops_of(b), speedup_of(f, b)});
         break;
@@ -174,7 +181,7 @@ std::string details(const std::vector<Row>& rows, const ShapeSummary& t) {
   std::string out = "### Details\n\n";
   out += header({"Row", "impl", "status", "median ms", "min–max ms", "stdev", "samples", "config",
                  "correctness", "peak mem"},
-                3);
+                "lllrrrrllr");
   for (const auto& r : rows) {
     std::string label = fmt::format("{} {} {} {}/{}", row_label(r, t), to_string(r.pass),
                                     to_string(r.dtype), r.shape.Nq, r.shape.Nkv);
@@ -192,9 +199,14 @@ std::string details(const std::vector<Row>& rows, const ShapeSummary& t) {
       if (!config.empty() && !m->config_source.empty()) config += " (" + m->config_source + ")";
       std::string mem = m->peak_mem_bytes > 0 ? format_bytes(m->peak_mem_bytes) : "";
       if (m->extra_mem_bytes > 0) mem += " (workspace " + format_bytes(m->extra_mem_bytes) + ")";
-      const std::string status = m->status == Status::ok ? (correctness_failed(*m) ? "FAIL" : "ok")
-                                 : m->status == Status::skipped ? skip_text(*m)
-                                                                : fail_text(*m);
+      // The correctness column explains a wrong result; the status column other failures.
+      std::string status = "ok";
+      if (m->status == Status::skipped)
+        status = skip_text(*m);
+      else if (correctness_failed(*m))
+        status = "FAIL";
+      else if (m->status == Status::failed)
+        status = fail_text(*m);
       out += table_row({label, display_name(m->impl), status, ran ? format_ms(tm.median_ms) : "",
                         ran ? format_ms(tm.min_ms) + "–" + format_ms(tm.max_ms) : "",
                         ran ? noise_text(tm) : "", ran ? std::to_string(tm.samples) : "", config,
