@@ -448,6 +448,11 @@ TEST_CASE("file errors", "[cases]") {
   const InputError trailing = thrown([] { parse_case_file("{}\n\n  x", "t.json"); });
   CHECK(trailing.path() == "line 3, column 3");
 
+  // Numbers beyond double range are a parse failure too, located at the number.
+  const InputError huge = thrown([] { parse_case_file("{\"defaults\":\n 1e400}", "h.json"); });
+  CHECK(huge.path() == "line 2, column 2");
+  CHECK_THAT(huge.reason(), Catch::Contains("invalid JSON"));
+
   const InputError missing = thrown([] { load_case_file("/nonexistent/cases.json"); });
   CHECK(missing.where() == "command line");
   CHECK(missing.path() == "--config");

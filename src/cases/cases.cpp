@@ -1,5 +1,6 @@
 #include "cases/cases.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -84,6 +85,20 @@ class Loader {
     return out;
   }
 
+  // "line L, column C" of a byte offset, for errors the JSON parser finds.
+  static std::string where(const std::string& text, size_t offset) {
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < std::min(offset, text.size()); ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    return "line " + std::to_string(line) + ", column " + std::to_string(col);
+  }
+
   int64_t positive_int(const json& j, const std::string& path) const {
     if (!j.is_number_integer()) fail(path, "expected a positive integer, got " + json_type(j));
     if (j.is_number_unsigned()) {
@@ -158,18 +173,15 @@ class Loader {
       doc = json::parse(text);
     } catch (const json::parse_error& e) {
       // e.byte is 1-based and points at the character that stopped the parser.
-      const size_t at = e.byte == 0 ? 0 : std::min<size_t>(e.byte - 1, text.size());
-      size_t line = 1, col = 1;
-      for (size_t i = 0; i < at; ++i) {
-        if (text[i] == '\n') {
-          ++line;
-          col = 1;
-        } else {
-          ++col;
-        }
-      }
-      fail("line " + std::to_string(line) + ", column " + std::to_string(col),
-           std::string("invalid JSON: ") + e.what());
+      fail(where(text, e.byte == 0 ? 0 : e.byte - 1), std::string("invalid JSON: ") + e.what());
+    } catch (const json::out_of_range& e) {
+      // A number too large for a double ("1e400"): the message quotes it, so find it.
+      const std::string msg = e.what();
+      const size_t open = msg.find("parsing '"), close = msg.rfind('\'');
+      size_t at = std::string::npos;
+      if (open != std::string::npos && close > open + 9)
+        at = text.find(msg.substr(open + 9, close - open - 9));
+      fail(at == std::string::npos ? "" : where(text, at), "invalid JSON: " + msg);
     }
     if (!doc.is_object()) fail("", "expected a JSON object with \"defaults\" and \"cases\"");
     check_keys(doc, "", std::begin(kTopKeys), std::end(kTopKeys));

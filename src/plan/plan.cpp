@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "baselines/unfused.hpp"
 #include "cases/cases.hpp"
 #include "core/error.hpp"
 
@@ -84,7 +85,7 @@ Plan make_plan(const Options& o) {
           item.pass = pass;
           item.flops = problem.flops(pass);
           item.tensor_bytes = tensor_bytes(problem, pass);
-          // TODO(plan): unfused_extra_bytes(problem, pass) once src/baselines/unfused.hpp lands.
+          item.unfused_bytes = unfused_extra_bytes(problem, pass);
           plan.items.push_back(std::move(item));
         }
       }
