@@ -1,0 +1,101 @@
+// The tuning cache: the best configuration found per (machine, build, variant, problem class), so
+// that a run without --tune uses what an earlier --tune found. A JSON file, by default
+// $XDG_CACHE_HOME/ffpa-bench/tuning.json (~/.cache/ffpa-bench/tuning.json).
+//
+// Problems are grouped into classes: Nq, Nkv and B*Hq are rounded up to powers of two (Nq = 1,
+// decode, is its own class); everything else that changes which configuration wins is exact.
+// Entries of another kernel-source hash or driver stay in the file (switching back finds them) but
+// are never returned: find() misses and stale() says why.
+//
+// A file that cannot be used (not JSON, unknown schema, malformed entries) is not fatal: load()
+// starts empty with a warning, and save() first moves the file aside to <path>.bad, so nothing the
+// user had is lost and a bad cache never stops a benchmark.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/types.hpp"
+#include "gpu/cuda.hpp"
+
+namespace ffpa {
+
+constexpr int kTuningCacheSchema = 1;
+
+struct CacheKey {
+  // Machine and build: entries differing here are stale, not merely another problem.
+  std::string gpu;    // device name
+  std::string arch;   // "sm_90"
+  int driver = 0;     // cudaDriverGetVersion
+  std::string build;  // kernel_source_hash(), 16 hex digits
+  // Problem class.
+  std::string variant;
+  Pass pass = Pass::fwd;
+  Dtype dtype = Dtype::bf16;
+  int64_t D = 0;
+  Causal causal = Causal::none;
+  MaskKind mask = MaskKind::none;
+  bool dropout = false;
+  int64_t gqa = 1;  // Hq / Hkv
+  int64_t bh = 1;   // bucket of B * Hq: the number of independent heads fills the GPU or not
+  int64_t nq = 1;   // bucket of Nq
+  int64_t nkv = 1;  // bucket of Nkv
+
+  bool operator==(const CacheKey&) const;
+  bool operator!=(const CacheKey& o) const { return !(*this == o); }
+  // Same problem class on the same GPU, whatever the build and driver.
+  bool same_problem(const CacheKey&) const;
+};
+
+// 1 -> 1, otherwise the next power of two >= n.
+int64_t size_bucket(int64_t n);
+CacheKey make_cache_key(const gpu::DeviceInfo&, const std::string& variant, const Problem&, Pass);
+std::string to_string(const CacheKey&);  // one line, for logs
+
+struct CacheEntry {
+  Knobs knobs;
+  double ms = 0;          // median of the winning configuration when it was stored
+  std::string stored_at;  // ISO 8601 UTC
+};
+
+class TuningCache {
+ public:
+  using Entry = CacheEntry;
+
+  // Never throws for the file's content (see above); a missing file is an empty cache.
+  static TuningCache load(const std::string& path);
+
+  std::optional<Entry> find(const CacheKey&) const;
+  // Entries for the same problem class and GPU that find() ignores, one line each with the reason
+  // (another kernel-source hash or driver): for -v diagnostics.
+  std::vector<std::string> stale(const CacheKey&) const;
+  // Adds or replaces the entry of this key.
+  void store(const CacheKey&, const Knobs&, double ms);
+  // Does nothing unless store() was called. Writes atomically (temporary file + rename), creating
+  // the directory. Entries another process saved since load() are kept unless this cache has the
+  // same key. Throws RunError on a file-system failure.
+  void save() const;
+
+  const std::string& path() const { return path_; }
+  // Why the file was (partly) ignored at load; empty when it was fine or absent.
+  const std::string& warning() const { return warning_; }
+  size_t size() const { return entries_.size(); }
+
+ private:
+  struct Item {
+    CacheKey key;
+    Entry entry;
+  };
+  std::string path_;
+  std::string warning_;
+  bool move_aside_ = false;  // the file on disk was unusable: keep it as <path>.bad on save
+  bool dirty_ = false;       // nothing stored: save() leaves the disk alone
+  std::vector<Item> entries_;
+};
+
+// $XDG_CACHE_HOME/ffpa-bench/tuning.json, or $HOME/.cache/ffpa-bench/tuning.json.
+std::string default_tuning_cache_path();
+
+}  // namespace ffpa

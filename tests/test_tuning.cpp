@@ -1,0 +1,389 @@
+// Tuning grids (format, validation, enumeration) and the tuning cache (keys, invalidation, files).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/build_info.hpp"
+#include "core/error.hpp"
+#include "support.hpp"
+#include "tuning/cache.hpp"
+#include "tuning/grid.hpp"
+
+using namespace ffpa;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kGrid = R"({
+  "variant": "v1",
+  "comment": "test grid",
+  "knobs": {"Br": [64, 128], "Bc": [32, 64, 128], "stages": [1, 2]},
+  "fast": {"Br": [64], "Bc": [64, 128]}
+})";
+
+// The JSON pointer of the InputError that parsing `text` throws ("" when it does not throw).
+std::string error_path(const std::string& text) {
+  try {
+    parse_grid(text, "g.json");
+  } catch (const InputError& e) {
+    CHECK(e.where() == "g.json");
+    return e.path();
+  }
+  return "";
+}
+
+Problem problem(int64_t nq, int64_t nkv) {
+  Problem p;
+  p.shape = {1, 32, 8, nq, nkv, 512};
+  p.dtype = Dtype::bf16;
+  p.causal = Causal::bottom_right;
+  p.mask = MaskKind::key;
+  return p;
+}
+
+gpu::DeviceInfo device() {
+  gpu::DeviceInfo d;
+  d.name = "NVIDIA H200";
+  d.sm_major = 9;
+  d.sm_minor = 0;
+  d.driver_version = 13000;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("grid: parse keeps the file's knob order", "[tuning]") {
+  const Grid g = parse_grid(kGrid, "g.json");
+  CHECK(g.variant == "v1");
+  CHECK(g.comment == "test grid");
+  CHECK(g.knob_names() == std::vector<std::string>{"Br", "Bc", "stages"});
+  CHECK(g.knobs[1].values == std::vector<int64_t>{32, 64, 128});
+  CHECK(g.knobs[1].fast == std::vector<int64_t>{64, 128});
+  CHECK(g.knobs[2].fast == std::vector<int64_t>{1, 2});  // not narrowed by "fast"
+}
+
+TEST_CASE("grid: enumeration per mode", "[tuning]") {
+  const Grid g = parse_grid(kGrid, "g.json");
+  CHECK(grid_points(g, TuneMode::none).empty());
+  CHECK(grid_size(g, TuneMode::none) == 0);
+
+  const auto max = grid_points(g, TuneMode::max);
+  REQUIRE(max.size() == 12);
+  CHECK(grid_size(g, TuneMode::max) == 12);
+  CHECK(to_string(max.front()) == "Br=64,Bc=32,stages=1");
+  CHECK(to_string(max[1]) == "Br=64,Bc=32,stages=2");  // last knob fastest
+  CHECK(to_string(max.back()) == "Br=128,Bc=128,stages=2");
+  for (size_t i = 0; i < max.size(); ++i)
+    for (size_t j = i + 1; j < max.size(); ++j) CHECK(max[i] != max[j]);
+
+  const auto fast = grid_points(g, TuneMode::fast);
+  REQUIRE(fast.size() == 4);
+  CHECK(grid_size(g, TuneMode::fast) == 4);
+  CHECK(to_string(fast[0]) == "Br=64,Bc=64,stages=1");
+  CHECK(to_string(fast[3]) == "Br=64,Bc=128,stages=2");
+}
+
+TEST_CASE("grid: a single-valued grid has one point", "[tuning]") {
+  const Grid g = parse_grid(R"({"variant":"v","knobs":{"Br":[64]},"fast":{}})", "g.json");
+  CHECK(grid_points(g, TuneMode::max) == std::vector<Knobs>{{{"Br", 64}}});
+  CHECK(grid_points(g, TuneMode::fast) == std::vector<Knobs>{{{"Br", 64}}});
+}
+
+TEST_CASE("grid: validation errors name the JSON path", "[tuning]") {
+  CHECK(error_path(kGrid).empty());
+  CHECK(error_path("{") == "/");
+  CHECK(error_path("[1]") == "/");
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":[64]},"fast":{},"max":{}})") == "/max");
+  CHECK(error_path(R"({"knobs":{"Br":[64]},"fast":{}})") == "/variant");
+  CHECK(error_path(R"({"variant":7,"knobs":{"Br":[64]},"fast":{}})") == "/variant");
+  CHECK(error_path(R"({"variant":"","knobs":{"Br":[64]},"fast":{}})") == "/variant");
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":[64]},"fast":{},"comment":1})") == "/comment");
+  CHECK(error_path(R"({"variant":"v","fast":{}})") == "/knobs");
+  CHECK(error_path(R"({"variant":"v","knobs":[64],"fast":{}})") == "/knobs");
+  CHECK(error_path(R"({"variant":"v","knobs":{},"fast":{}})") == "/knobs");
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":64},"fast":{}})") == "/knobs/Br");
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":[]},"fast":{}})") == "/knobs/Br");
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":[64,"x"]},"fast":{}})") == "/knobs/Br/1");
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":[64,1.5]},"fast":{}})") == "/knobs/Br/1");
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":[64,true]},"fast":{}})") == "/knobs/Br/1");
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":[64,32,64]},"fast":{}})") == "/knobs/Br/2");
+  CHECK(error_path(R"({"variant":"v","knobs":{"B r":[64]},"fast":{}})") == "/knobs/B r");
+  CHECK(error_path(R"({"variant":"v","knobs":{"a/b":[64]},"fast":{}})") == "/knobs/a~1b");
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":[64]},"knobs":{"Bc":[1]},"fast":{}})") ==
+        "/knobs");  // duplicate key
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":[64],"Br":[32]},"fast":{}})") == "/knobs/Br");
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":[64]}})") == "/fast");
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":[64]},"fast":[]})") == "/fast");
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":[64]},"fast":{"Bc":[64]}})") == "/fast/Bc");
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":[64]},"fast":{"Br":[]}})") == "/fast/Br");
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":[64,128]},"fast":{"Br":[128,32]}})") ==
+        "/fast/Br/1");
+  CHECK(error_path(R"({"variant":"v","knobs":{"Br":[64,128]},"fast":{"Br":[64,64]}})") ==
+        "/fast/Br/1");
+}
+
+TEST_CASE("grid: oversized grids are refused", "[tuning]") {
+  std::string knobs;
+  for (int k = 0; k < 6; ++k)  // 10^6 points
+    knobs += std::string(k ? "," : "") + "\"k" + std::to_string(k) + "\":[0,1,2,3,4,5,6,7,8,9]";
+  CHECK(error_path(R"({"variant":"v","knobs":{)" + knobs + R"(},"fast":{}})") == "/knobs");
+}
+
+TEST_CASE("grid: files, variant name and knob drift", "[tuning]") {
+  test::TempDir dir;
+  test::write_file(dir.path() / "v1.json", kGrid);
+  test::write_file(dir.path() / "v2.json", kGrid);  // says "v1"
+
+  const Grid g = load_variant_grid("v1", dir.path().string());
+  CHECK(g.file == (dir.path() / "v1.json").string());
+  CHECK(load_grid((dir.path() / "v1.json").string()).variant == "v1");
+
+  try {
+    load_variant_grid("v2", dir.path().string());
+    FAIL("no error for a grid naming another variant");
+  } catch (const InputError& e) {
+    CHECK(e.path() == "/variant");
+  }
+  try {
+    load_variant_grid("v3", dir.path().string());
+    FAIL("no error for a missing grid");
+  } catch (const InputError& e) {
+    CHECK(e.where() == (dir.path() / "v3.json").string());
+  }
+
+  CHECK(check_grid_matches(g, {"Br", "Bc", "stages"}).ok());
+  const Support renamed = check_grid_matches(g, {"Br", "Bc", "num_stages"});
+  CHECK_FALSE(renamed.ok());
+  CHECK(renamed.reason.find("num_stages") != std::string::npos);
+  CHECK_FALSE(check_grid_matches(g, {"Bc", "Br", "stages"}).ok());  // order matters
+  CHECK_FALSE(check_grid_matches(g, {"Br", "Bc"}).ok());
+}
+
+TEST_CASE("grid: the repository's grid files are valid", "[tuning]") {
+  const fs::path dir = test::source_dir() / "configs" / "grids";
+  int n = 0;
+  for (const auto& f : fs::directory_iterator(dir)) {
+    if (f.path().extension() != ".json") continue;
+    INFO(f.path().string());
+    const Grid g = load_variant_grid(f.path().stem().string(), dir.string());
+    CHECK(grid_size(g, TuneMode::fast) <= grid_size(g, TuneMode::max));
+    ++n;
+  }
+  SUCCEED(std::to_string(n) + " grid files");
+}
+
+TEST_CASE("cache key: size buckets", "[tuning]") {
+  CHECK(size_bucket(1) == 1);
+  CHECK(size_bucket(2) == 2);
+  CHECK(size_bucket(3) == 4);
+  CHECK(size_bucket(1024) == 1024);
+  CHECK(size_bucket(1025) == 2048);
+  CHECK(size_bucket(8191) == 8192);
+  CHECK(size_bucket(8192) == 8192);
+}
+
+TEST_CASE("cache key: fields and equality", "[tuning]") {
+  const auto dev = device();
+  const CacheKey k = make_cache_key(dev, "v1", problem(8192, 8192), Pass::fwd);
+  CHECK(k.gpu == "NVIDIA H200");
+  CHECK(k.arch == "sm_90");
+  CHECK(k.driver == 13000);
+  CHECK(k.build.size() == 16);
+  CHECK(k.D == 512);
+  CHECK(k.gqa == 4);
+  CHECK(k.bh == 32);
+  CHECK(k.causal == Causal::bottom_right);
+  CHECK(k.mask == MaskKind::key);
+  CHECK_FALSE(k.dropout);
+
+  // Same bucket: equal.
+  CHECK(make_cache_key(dev, "v1", problem(8191, 8191), Pass::fwd) == k);
+  Problem seeded = problem(8192, 8192);
+  seeded.seed = 42;
+  seeded.mask_scale = 1.0;
+  CHECK(make_cache_key(dev, "v1", seeded, Pass::fwd) == k);
+
+  // Decode is its own class.
+  const CacheKey decode = make_cache_key(dev, "v1", problem(1, 8192), Pass::fwd);
+  CHECK(decode.nq == 1);
+  CHECK(make_cache_key(dev, "v1", problem(2, 8192), Pass::fwd) != decode);
+
+  // Each field separates.
+  CHECK(make_cache_key(dev, "v1", problem(8192, 16384), Pass::fwd) != k);
+  CHECK(make_cache_key(dev, "v1", problem(16384, 8192), Pass::fwd) != k);
+  CHECK(make_cache_key(dev, "v2", problem(8192, 8192), Pass::fwd) != k);
+  CHECK(make_cache_key(dev, "v1", problem(8192, 8192), Pass::bwd) != k);
+  auto differs = [&](auto change) {
+    Problem p = problem(8192, 8192);
+    change(p);
+    return make_cache_key(dev, "v1", p, Pass::fwd) != k;
+  };
+  CHECK(differs([](Problem& p) { p.dtype = Dtype::fp16; }));
+  CHECK(differs([](Problem& p) { p.shape.D = 320; }));
+  CHECK(differs([](Problem& p) { p.causal = Causal::none; }));
+  CHECK(differs([](Problem& p) { p.mask = MaskKind::none; }));
+  CHECK(differs([](Problem& p) { p.dropout = 0.1; }));
+  CHECK(differs([](Problem& p) { p.shape.Hkv = 32; }));
+  CHECK(differs([](Problem& p) { p.shape.B = 4; }));
+  Problem p1 = problem(8192, 8192), p2 = p1;
+  p1.dropout = 0.1;
+  p2.dropout = 0.2;
+  CHECK(make_cache_key(dev, "v1", p1, Pass::fwd) == make_cache_key(dev, "v1", p2, Pass::fwd));
+
+  gpu::DeviceInfo other = dev;
+  other.name = "NVIDIA H100 80GB HBM3";
+  CHECK(make_cache_key(other, "v1", problem(8192, 8192), Pass::fwd) != k);
+}
+
+TEST_CASE("cache: store, find, replace", "[tuning]") {
+  test::TempDir dir;
+  TuningCache c = TuningCache::load((dir.path() / "t.json").string());
+  CHECK(c.warning().empty());
+  CHECK(c.size() == 0);
+  const CacheKey k = make_cache_key(device(), "v1", problem(8192, 8192), Pass::fwd);
+  CHECK_FALSE(c.find(k));
+  c.store(k, {{"Br", 64}, {"Bc", 32}}, 2.5);
+  REQUIRE(c.find(k));
+  CHECK(c.find(k)->knobs == Knobs{{"Br", 64}, {"Bc", 32}});
+  CHECK(c.find(k)->ms == 2.5);
+  c.store(k, {{"Br", 128}, {"Bc", 32}}, 2.0);
+  CHECK(c.size() == 1);
+  CHECK(c.find(k)->knobs == Knobs{{"Br", 128}, {"Bc", 32}});
+}
+
+TEST_CASE("cache: entries of another build or driver are ignored and reported", "[tuning]") {
+  TuningCache c;
+  const CacheKey k = make_cache_key(device(), "v1", problem(8192, 8192), Pass::fwd);
+  CacheKey old_build = k;
+  old_build.build = "00000000deadbeef";
+  CacheKey old_driver = k;
+  old_driver.driver = 12040;
+  c.store(old_build, {{"Br", 64}}, 1.0);
+  CHECK_FALSE(c.find(k));
+  auto why = c.stale(k);
+  REQUIRE(why.size() == 1);
+  CHECK(why[0].find("kernel sources changed") != std::string::npos);
+  CHECK(why[0].find("Br=64") != std::string::npos);
+
+  c.store(old_driver, {{"Br", 128}}, 1.0);
+  CHECK_FALSE(c.find(k));
+  why = c.stale(k);
+  REQUIRE(why.size() == 2);
+  CHECK(why[1].find("driver changed") != std::string::npos);
+
+  // Another problem class is not stale, just different.
+  CHECK(c.stale(make_cache_key(device(), "v2", problem(8192, 8192), Pass::fwd)).empty());
+
+  c.store(k, {{"Br", 32}}, 1.0);
+  CHECK(c.find(k)->knobs == Knobs{{"Br", 32}});
+  CHECK(c.stale(k).size() == 2);
+}
+
+TEST_CASE("cache: save and load round trip", "[tuning]") {
+  test::TempDir dir;
+  const std::string path = (dir.path() / "sub" / "dir" / "t.json").string();
+  const CacheKey a = make_cache_key(device(), "v1", problem(8192, 8192), Pass::fwd);
+  const CacheKey b = make_cache_key(device(), "v1", problem(1, 4096), Pass::bwd);
+  {
+    TuningCache c = TuningCache::load(path);
+    c.save();  // nothing stored: no file
+    CHECK_FALSE(fs::exists(path));
+    c.store(a, {{"stages", 2}, {"Br", 64}}, 3.25);  // knob order is not alphabetical
+    c.store(b, {{"Bc", 128}}, 0.125);
+    c.save();
+  }
+  CHECK(fs::exists(path));
+  for (const auto& f : fs::directory_iterator(fs::path(path).parent_path()))
+    CHECK(f.path().filename() == "t.json");  // no temporary left behind
+
+  const TuningCache c = TuningCache::load(path);
+  CHECK(c.warning().empty());
+  CHECK(c.size() == 2);
+  REQUIRE(c.find(a));
+  CHECK(c.find(a)->knobs == Knobs{{"stages", 2}, {"Br", 64}});
+  CHECK(c.find(a)->ms == 3.25);
+  CHECK_FALSE(c.find(a)->stored_at.empty());
+  REQUIRE(c.find(b));
+  CHECK(c.find(b)->knobs == Knobs{{"Bc", 128}});
+}
+
+TEST_CASE("cache: save keeps entries another process stored", "[tuning]") {
+  test::TempDir dir;
+  const std::string path = (dir.path() / "t.json").string();
+  const CacheKey a = make_cache_key(device(), "v1", problem(8192, 8192), Pass::fwd);
+  const CacheKey b = make_cache_key(device(), "v2", problem(8192, 8192), Pass::fwd);
+  TuningCache first = TuningCache::load(path);
+  TuningCache second = TuningCache::load(path);
+  first.store(a, {{"Br", 64}}, 1.0);
+  first.save();
+  second.store(b, {{"Br", 128}}, 1.0);
+  second.store(a, {{"Br", 32}}, 0.5);
+  second.save();
+  const TuningCache c = TuningCache::load(path);
+  CHECK(c.size() == 2);
+  CHECK(c.find(a)->knobs == Knobs{{"Br", 32}});  // the later save wins for the same key
+  CHECK(c.find(b));
+}
+
+TEST_CASE("cache: a corrupt file warns, starts empty and is kept aside", "[tuning]") {
+  test::TempDir dir;
+  const std::string path = (dir.path() / "t.json").string();
+  const CacheKey a = make_cache_key(device(), "v1", problem(8192, 8192), Pass::fwd);
+  for (const std::string text : {std::string("{\"schema\": 1, \"entries\": [ {"), std::string("[]"),
+                                 std::string("{\"schema\": 99, \"entries\": []}"),
+                                 std::string("{\"schema\": 1}"), std::string("")}) {
+    INFO(text);
+    test::write_file(path, text);
+    fs::remove(path + ".bad");
+    TuningCache c = TuningCache::load(path);
+    CHECK_FALSE(c.warning().empty());
+    CHECK(c.size() == 0);
+    c.store(a, {{"Br", 64}}, 1.0);
+    c.save();
+    CHECK(test::read_file(path + ".bad") == text);
+    const TuningCache again = TuningCache::load(path);
+    CHECK(again.warning().empty());
+    CHECK(again.find(a));
+  }
+}
+
+TEST_CASE("cache: malformed entries are skipped, the good ones kept", "[tuning]") {
+  test::TempDir dir;
+  const std::string path = (dir.path() / "t.json").string();
+  const CacheKey a = make_cache_key(device(), "v1", problem(8192, 8192), Pass::fwd);
+  {
+    TuningCache c = TuningCache::load(path);
+    c.store(a, {{"Br", 64}}, 1.0);
+    c.save();
+  }
+  std::string text = test::read_file(path);
+  const auto at = text.rfind(']');
+  text.insert(at, R"(, {"gpu": "x"}, 7)");
+  test::write_file(path, text);
+  const TuningCache c = TuningCache::load(path);
+  CHECK(c.warning().find("2 malformed") != std::string::npos);
+  CHECK(c.warning().find("/entries/1/arch") != std::string::npos);
+  CHECK(c.find(a));
+}
+
+TEST_CASE("cache: default path follows XDG_CACHE_HOME, then HOME", "[tuning]") {
+  const char* old_xdg = std::getenv("XDG_CACHE_HOME");
+  const std::string saved_xdg = old_xdg ? old_xdg : "";
+  const char* old_home = std::getenv("HOME");
+  const std::string saved_home = old_home ? old_home : "";
+
+  setenv("XDG_CACHE_HOME", "/x/cache", 1);
+  CHECK(default_tuning_cache_path() == "/x/cache/ffpa-bench/tuning.json");
+  setenv("XDG_CACHE_HOME", "relative", 1);  // invalid per the XDG spec: ignored
+  setenv("HOME", "/home/u", 1);
+  CHECK(default_tuning_cache_path() == "/home/u/.cache/ffpa-bench/tuning.json");
+  unsetenv("XDG_CACHE_HOME");
+  CHECK(default_tuning_cache_path() == "/home/u/.cache/ffpa-bench/tuning.json");
+
+  if (old_xdg) setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
+  if (old_home)
+    setenv("HOME", saved_home.c_str(), 1);
+  else
+    unsetenv("HOME");
+}
