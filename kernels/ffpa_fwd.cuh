@@ -1,0 +1,498 @@
+// Split-D flash-attention forward for sm80+ (mma.sync m16n8k16, ldmatrix, cp.async), compiled at
+// run time by NVRTC. Device code only: no standard headers. The configuration comes in as macros
+// (src/variants/ffpa_fwd_kernel.cpp sets them):
+//   FFPA_D            head dim (multiple of 8)
+//   FFPA_BR, FFPA_BC  query rows and key columns of one tile
+//   FFPA_WM, FFPA_WN  warp grid: WM warps along rows, WN along key columns (QK) and D (PV)
+//   FFPA_CW           D chunk: K and V stream through shared memory as [BC x CW] pieces, so a stage
+//                     does not grow with D
+//   FFPA_STAGES       cp.async pipeline depth
+//   FFPA_BF16         1 bf16, 0 fp16
+//   FFPA_CAUSAL       0 none, 1 bottom-right, 2 top-left
+//   FFPA_BIAS         0 none, 1 fp32 bias, 2 bias in the input dtype
+//   FFPA_DROPOUT      0/1
+//   FFPA_SPLIT        0: write o and lse; 1: write o_partial/lse_partial for ffpa_merge_kernel
+//
+// Layout of the work: the q heads of one kv head are packed into the row dimension (GQA without
+// expanding K/V; rows = group * Nq), a block takes BR of those rows. Warp (wm, wn) computes
+// S[wm rows][wn key columns] over all D chunks, the row max is exchanged through shared memory, P
+// goes to shared memory once and comes back as A fragments held in registers for the whole PV
+// pass. O[wm rows][D] is split by columns across the WN warps (each owns CW/WN columns of every
+// chunk), so a thread holds (BR/WM)*(D/WN)/32 fp32 accumulators.
+#pragma once
+
+#include "params.h"
+#if FFPA_DROPOUT
+#include "philox.cuh"
+#endif
+
+namespace ffpa_fwd {
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+
+constexpr int D = FFPA_D;
+constexpr int BR = FFPA_BR;
+constexpr int BC = FFPA_BC;
+constexpr int WM = FFPA_WM;
+constexpr int WN = FFPA_WN;
+constexpr int CW = FFPA_CW;
+constexpr int STAGES = FFPA_STAGES;
+constexpr int NT = WM * WN * 32;
+constexpr int DP = (D + CW - 1) / CW * CW;  // D padded to whole chunks (zero-filled)
+constexpr int NCH = DP / CW;
+constexpr int RW = BR / WM;  // rows per warp
+constexpr int MT = RW / 16;  // m16 tiles per warp
+constexpr int SN = BC / WN;  // S columns per warp
+constexpr int NS = SN / 8;   // n8 tiles of S per warp
+constexpr int VN = CW / WN;  // O columns per warp per chunk
+constexpr int NV = VN / 8;
+constexpr int KS = BC / 16;  // k16 steps of PV
+constexpr int STAGE_BYTES = BC * CW * 2;
+constexpr int Q_BYTES = BR * DP * 2;
+constexpr int P_BYTES = BR * BC * 2;
+constexpr int SMEM_BYTES = Q_BYTES + STAGES * STAGE_BYTES + P_BYTES + WN * BR * 4;
+#define NEG_INF __int_as_float(0xff800000u)
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+
+static_assert(D % 8 == 0, "D must be a multiple of 8");
+static_assert(CW % 64 == 0 && BC % 64 == 0, "chunks are whole 64-column swizzled tiles");
+static_assert(RW % 16 == 0 && SN % 16 == 0 && VN % 16 == 0, "warp tiles are whole 16x16 pieces");
+static_assert(STAGES >= 2, "pipeline needs two stages");
+static_assert((BC * CW / 8) % NT == 0 && (BR * DP / 8) % NT == 0, "loads split evenly");
+
+// Shared tiles are [rows][64] bf16 pieces of 128-byte rows; the 16-byte granule is XOR-swizzled
+// with the row so that ldmatrix (8 rows, same granule) and cp.async hit distinct banks.
+__device__ __forceinline__ u32 tile_off(int row, int col, int rows) {
+  return (u32)((((col >> 6) * rows + row) << 7) + ((((col >> 3) & 7) ^ (row & 7)) << 4) +
+               ((col & 7) << 1));
+}
+
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+  u32 r;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+  return r;
+}
+
+__device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(u32 (&r)[4], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+#if FFPA_BF16
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+#endif
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats to the input dtype, lo in the low half.
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+  u32 r;
+#if FFPA_BF16
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+  return r;
+}
+
+__device__ __forceinline__ float to_f32(u16 h) {
+#if FFPA_BF16
+  return __uint_as_float(((u32)h) << 16);
+#else
+  float f;
+  asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
+  return f;
+#endif
+}
+
+__device__ __forceinline__ float bias_at(const FfpaFwdParams& p, long long off) {
+#if FFPA_BIAS == 1
+  return __ldg(static_cast<const float*>(p.bias) + off);
+#elif FFPA_BIAS == 2
+  return to_f32(__ldg(static_cast<const u16*>(p.bias) + off));
+#else
+  return 0.f;
+#endif
+}
+
+#if FFPA_DROPOUT
+// Zeroes the dropped ones of two consecutive stream positions g, g + 1 (one Philox block unless
+// the pair straddles two).
+__device__ __forceinline__ void dropout2(unsigned long long seed, unsigned long long g, float pd,
+                                         float (&pr)[2]) {
+  FfpaDropoutStream st;
+  st.init(seed);
+  if (!(st.uniform(g) > pd)) pr[0] = 0.f;
+  if (!(st.uniform(g + 1) > pd)) pr[1] = 0.f;
+}
+#endif
+
+}  // namespace ffpa_fwd
+
+extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
+    ffpa_fwd_kernel(const FfpaFwdParams p) {
+  using namespace ffpa_fwd;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const u32 sQ = smem_u32(smem);
+  const u32 sStage = sQ + Q_BYTES;
+  const u32 sP = sStage + STAGES * STAGE_BYTES;
+  float* red = reinterpret_cast<float*>(smem + Q_BYTES + STAGES * STAGE_BYTES + P_BYTES);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp / WN, wn = warp % WN;
+  const int rows_total = p.group * p.Nq;
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * BR;  // heaviest causal blocks first
+  const int kvh = blockIdx.y;
+  const int split = blockIdx.z % p.num_splits;
+  const int b = blockIdx.z / p.num_splits;
+
+  // Rows and key tiles of this block.
+  const int i_hi = min(m0 + BR, rows_total) - 1;
+  int r_lo = m0 % p.Nq, r_hi = i_hi % p.Nq;
+  if (m0 / p.Nq != i_hi / p.Nq) r_lo = 0, r_hi = p.Nq - 1;
+  const int diag = FFPA_CAUSAL == 1 ? p.Nkv - p.Nq : 0;  // row r sees keys k <= r + diag
+  int n_end = (p.Nkv + BC - 1) / BC;
+  if (FFPA_CAUSAL) n_end = min(n_end, r_hi + diag < 0 ? 0 : (r_hi + diag) / BC + 1);
+  const int per = (n_end + p.num_splits - 1) / p.num_splits;
+  const int t0 = split * per;
+  const int ntile = max(0, min(n_end, t0 + per) - t0);
+
+  const u16* kbase = static_cast<const u16*>(p.k) + b * p.k_batch_stride + kvh * p.k_head_stride;
+  const u16* vbase = static_cast<const u16*>(p.v) + b * p.v_batch_stride + kvh * p.v_head_stride;
+
+  // Q: all of D stays resident (BR x DP); it is read once per key tile.
+  {
+    const u16* qb = static_cast<const u16*>(p.q) + b * p.q_batch_stride;
+#pragma unroll
+    for (int it = 0; it < BR * DP / 8 / NT; ++it) {
+      const int idx = tid + it * NT;
+      const int row = idx / (DP / 8), col = (idx % (DP / 8)) * 8;
+      const int i = m0 + row;
+      const bool ok = i < rows_total && col < D;
+      const u16* src = qb;
+      if (ok) {
+        const int hq = kvh * p.group + i / p.Nq, r = i % p.Nq;
+        src = qb + hq * p.q_head_stride + r * p.q_row_stride + col;
+      }
+      cp_async16(sQ + tile_off(row, col, BR), src, ok);
+    }
+  }
+
+  const int total = ntile * 2 * NCH;  // chunks streamed: per tile NCH of K then NCH of V
+  auto load_chunk = [&](int gi) {
+    if (gi < total) {
+      const int j = t0 + gi / (2 * NCH);
+      const int rem = gi % (2 * NCH);
+      const bool isv = rem >= NCH;
+      const int c = isv ? rem - NCH : rem;
+      const u16* base = isv ? vbase : kbase;
+      const long long rs = isv ? p.v_row_stride : p.k_row_stride;
+      const u32 dst = sStage + (gi % STAGES) * STAGE_BYTES;
+#pragma unroll
+      for (int it = 0; it < BC * CW / 8 / NT; ++it) {
+        const int idx = tid + it * NT;
+        const int row = idx / (CW / 8), col = (idx % (CW / 8)) * 8;
+        const int key = j * BC + row, d = c * CW + col;
+        const bool ok = key < p.Nkv && d < D;
+        cp_async16(dst + tile_off(row, col, BC), ok ? base + key * rs + d : base, ok);
+      }
+    }
+    cp_async_commit();
+  };
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) load_chunk(s);  // the first group also carries Q
+
+  float o[NCH][MT][NV][4];
+#pragma unroll
+  for (int c = 0; c < NCH; ++c)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nv = 0; nv < NV; ++nv)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[c][mt][nv][e] = 0.f;
+  float m_run[MT][2], l_run[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) m_run[mt][h] = NEG_INF, l_run[mt][h] = 0.f;
+
+  // ldmatrix addresses: every tile base is 128-byte aligned and a fragment row's low 3 bits are
+  // lane & 7, so the swizzled granule of k-step kk is the lane's granule XOR (kk & 3) * 2.
+  const u32 aQ = sQ + (wm * RW + (lane & 15)) * 128 + (((lane >> 4) ^ (lane & 7)) << 4);
+  const u32 aK = (wn * SN + (lane & 7) + (lane >> 4) * 8) * 128 + ((((lane >> 3) & 1) ^ (lane & 7)) << 4);
+  u32 aV[NV / 2];
+#pragma unroll
+  for (int n = 0; n < NV / 2; ++n) {
+    const int col = wn * VN + n * 16;  // 16-column pair of n8 tiles
+    aV[n] = (col >> 6) * BC * 128 + ((lane & 7) + ((lane >> 3) & 1) * 8) * 128 +
+            (((((col >> 3) & 7) + (lane >> 4)) ^ (lane & 7)) << 4);
+  }
+
+  int gi = 0;
+  for (int jt = 0; jt < ntile; ++jt) {
+    const int j = t0 + jt;
+    float s[MT][NS][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int ns = 0; ns < NS; ++ns)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][ns][e] = 0.f;
+
+    // S = Q K^T, accumulated over the D chunks.
+#pragma unroll
+    for (int c = 0; c < NCH; ++c, ++gi) {
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();
+      load_chunk(gi + STAGES - 1);
+      const u32 sk = sStage + (gi % STAGES) * STAGE_BYTES;
+#pragma unroll
+      for (int kk = 0; kk < CW / 16; ++kk) {
+        u32 a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          ldsm_x4(a[mt], (aQ ^ ((kk & 3) << 5)) + ((c * CW + kk * 16) >> 6) * BR * 128 +
+                             mt * 16 * 128);
+#pragma unroll
+        for (int ns = 0; ns < NS; ns += 2) {
+          u32 bf[4];
+          ldsm_x4(bf, ((sk + aK) ^ ((kk & 3) << 5)) + (kk >> 2) * BC * 128 + ns * 8 * 128);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma(s[mt][ns], a[mt], bf[0], bf[1]);
+            mma(s[mt][ns + 1], a[mt], bf[2], bf[3]);
+          }
+        }
+      }
+    }
+
+    // Online softmax in exp2 form: s2 = s * scale * log2(e) (+ bias * log2(e)).
+    const bool edge = (j + 1) * BC > p.Nkv || (FFPA_CAUSAL && (j + 1) * BC - 1 > r_lo + diag);
+    float mx[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = wm * RW + mt * 16 + (lane >> 2) + h * 8;
+        const int i = min(m0 + row, rows_total - 1);
+        const int r = i % p.Nq;
+#if FFPA_BIAS
+        const int hq = kvh * p.group + i / p.Nq;
+        const long long boff =
+            b * p.bias_batch_stride + hq * p.bias_head_stride + r * p.bias_row_stride;
+#endif
+        float v = NEG_INF;
+#pragma unroll
+        for (int ns = 0; ns < NS; ++ns)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = j * BC + wn * SN + ns * 8 + (lane & 3) * 2 + e;
+            float x = s[mt][ns][h * 2 + e] * p.scale_log2;
+#if FFPA_BIAS
+            if (key < p.Nkv) x += bias_at(p, boff + key) * LOG2E;
+#endif
+            if (edge && (key >= p.Nkv || (FFPA_CAUSAL && key > r + diag))) x = NEG_INF;
+            s[mt][ns][h * 2 + e] = x;
+            v = fmaxf(v, x);
+          }
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+        if ((lane & 3) == 0) red[wn * BR + row] = v;
+        mx[mt][h] = v;
+      }
+    __syncthreads();
+    float al[MT][2];  // rescale of O, applied chunk by chunk in the PV pass
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = wm * RW + mt * 16 + (lane >> 2) + h * 8;
+        float v = mx[mt][h];
+#pragma unroll
+        for (int w = 0; w < WN; ++w) v = fmaxf(v, red[w * BR + row]);
+        const float m_new = fmaxf(m_run[mt][h], v);
+        const float base = m_new == NEG_INF ? 0.f : m_new;
+        const float alpha = exp2f(m_run[mt][h] - base);
+        m_run[mt][h] = m_new;
+        float sum = 0.f;
+#if FFPA_DROPOUT
+        const int i = min(m0 + row, rows_total - 1);
+        const int hq = kvh * p.group + i / p.Nq, r = i % p.Nq;
+        const unsigned long long erow =
+            (((unsigned long long)b * p.Hq + hq) * p.Nq + r) * (unsigned long long)p.Nkv;
+#endif
+#pragma unroll
+        for (int ns = 0; ns < NS; ++ns) {
+          float pr[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            pr[e] = exp2f(s[mt][ns][h * 2 + e] - base);
+            sum += pr[e];
+          }
+#if FFPA_DROPOUT
+          const int key = j * BC + wn * SN + ns * 8 + (lane & 3) * 2;
+          dropout2(p.dropout_seed, p.dropout_offset + erow + key, p.dropout_p, pr);
+#endif
+          const int col = wn * SN + ns * 8 + (lane & 3) * 2;
+          const u32 v2 = pack2(pr[0], pr[1]);
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sP + tile_off(row, col, BR)), "r"(v2));
+        }
+        l_run[mt][h] = l_run[mt][h] * alpha + sum;
+        al[mt][h] = alpha;
+      }
+
+    // O += P V, chunk by chunk; P is loaded into registers once after the first barrier.
+    u32 pa[MT][KS][4];
+#pragma unroll
+    for (int c = 0; c < NCH; ++c, ++gi) {
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();
+      load_chunk(gi + STAGES - 1);
+      if (c == 0) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int ks = 0; ks < KS; ++ks)
+            ldsm_x4(pa[mt][ks],
+                    sP + tile_off(wm * RW + mt * 16 + (lane & 15), ks * 16 + (lane >> 4) * 8, BR));
+      }
+      const u32 sv = sStage + (gi % STAGES) * STAGE_BYTES;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nv = 0; nv < NV; ++nv)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[c][mt][nv][e] *= al[mt][e >> 1];
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+        for (int nv = 0; nv < NV; nv += 2) {
+          u32 bf[4];
+          ldsm_x4_t(bf, sv + aV[nv / 2] + ks * 16 * 128);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma(o[c][mt][nv], pa[mt][ks], bf[0], bf[1]);
+            mma(o[c][mt][nv + 1], pa[mt][ks], bf[2], bf[3]);
+          }
+        }
+    }
+  }
+  cp_async_wait<0>();
+
+  // Row sums: quad, then across the WN warps of a row group.
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float v = l_run[mt][h];
+      v += __shfl_xor_sync(0xffffffffu, v, 1);
+      v += __shfl_xor_sync(0xffffffffu, v, 2);
+      l_run[mt][h] = v;
+    }
+  __syncthreads();  // red's last readers (the final softmax) are done
+  if ((lane & 3) == 0)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        red[wn * BR + wm * RW + mt * 16 + (lane >> 2) + h * 8] = l_run[mt][h];
+  __syncthreads();
+
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = wm * RW + mt * 16 + (lane >> 2) + h * 8;
+      const int i = m0 + row;
+      if (i >= rows_total) continue;
+      float l = 0.f;
+#pragma unroll
+      for (int w = 0; w < WN; ++w) l += red[w * BR + row];
+      const float inv = l > 0.f ? p.dropout_scale / l : 0.f;
+      const float lse = l > 0.f ? (m_run[mt][h] + __log2f(l)) * LN2 : NEG_INF;
+      const int hq = kvh * p.group + i / p.Nq, r = i % p.Nq;
+      const long long lrow = ((long long)b * p.Hq + hq) * p.Nq + r;
+#if FFPA_SPLIT
+      const long long prow = (long long)split * p.B * p.Hq * p.Nq + lrow;
+      float* orow = p.o_partial + prow * D;
+      if (wn == 0 && (lane & 3) == 0) p.lse_partial[prow] = lse;
+#else
+      u16* orow = static_cast<u16*>(p.o) + b * p.o_batch_stride + hq * p.o_head_stride +
+                  r * p.o_row_stride;
+      if (wn == 0 && (lane & 3) == 0) p.lse[lrow] = lse;
+#endif
+#pragma unroll
+      for (int c = 0; c < NCH; ++c)
+#pragma unroll
+        for (int nv = 0; nv < NV; ++nv) {
+          const int col = c * CW + wn * VN + nv * 8 + (lane & 3) * 2;
+          if (col < D) {
+            const float x0 = o[c][mt][nv][h * 2] * inv, x1 = o[c][mt][nv][h * 2 + 1] * inv;
+#if FFPA_SPLIT
+            *reinterpret_cast<float2*>(orow + col) = make_float2(x0, x1);
+#else
+            *reinterpret_cast<u32*>(orow + col) = pack2(x0, x1);
+#endif
+          }
+        }
+    }
+}
+
+// Split-KV merge: one block per (b, hq, row); lse = log sum_s exp(lse_s), o = sum_s w_s o_s.
+extern "C" __global__ void __launch_bounds__(128) ffpa_merge_kernel(const FfpaFwdParams p) {
+  using namespace ffpa_fwd;
+  const long long row = blockIdx.x;  // (b * Hq + hq) * Nq + r
+  const long long rows = (long long)p.B * p.Hq * p.Nq;
+  const int r = (int)(row % p.Nq);
+  const int hq = (int)(row / p.Nq % p.Hq);
+  const int b = (int)(row / p.Nq / p.Hq);
+  float mx = NEG_INF;
+  for (int s = 0; s < p.num_splits; ++s) mx = fmaxf(mx, p.lse_partial[s * rows + row]);
+  float den = 0.f;
+  if (mx != NEG_INF)
+    for (int s = 0; s < p.num_splits; ++s) den += __expf(p.lse_partial[s * rows + row] - mx);
+  if (threadIdx.x == 0) p.lse[row] = mx == NEG_INF ? NEG_INF : mx + __logf(den);
+  u16* orow =
+      static_cast<u16*>(p.o) + b * p.o_batch_stride + hq * p.o_head_stride + r * p.o_row_stride;
+  for (int col = threadIdx.x * 4; col < D; col += 128 * 4) {
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    if (mx != NEG_INF)
+      for (int s = 0; s < p.num_splits; ++s) {
+        const float w = __expf(p.lse_partial[s * rows + row] - mx) / den;
+        const float4 x = *reinterpret_cast<const float4*>(p.o_partial + (s * rows + row) * D + col);
+        acc[0] += w * x.x, acc[1] += w * x.y, acc[2] += w * x.z, acc[3] += w * x.w;
+      }
+    uint2 out;
+    out.x = pack2(acc[0], acc[1]);
+    out.y = pack2(acc[2], acc[3]);
+    *reinterpret_cast<uint2*>(orow + col) = out;
+  }
+}

@@ -1,0 +1,206 @@
+#include "gpu/nvrtc.hpp"
+
+#include <nvrtc.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <utility>
+
+#include "core/build_info.hpp"
+#include "core/error.hpp"
+#include "gpu/cuda.hpp"
+
+namespace ffpa::nvrtc {
+namespace fs = std::filesystem;
+
+namespace {
+
+void check(nvrtcResult r, const char* what) {
+  if (r != NVRTC_SUCCESS)
+    throw RunError(std::string("NVRTC ") + what + ": " + nvrtcGetErrorString(r));
+}
+
+uint64_t fnv1a(uint64_t h, const std::string& s) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  h ^= 0xff;  // separator: ("ab","c") and ("a","bc") differ
+  h *= 1099511628211ull;
+  return h;
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Write-then-rename so that concurrent processes never read a half-written cubin.
+void write_atomic(const fs::path& p, const std::string& data) {
+  const fs::path tmp = p.string() + ".tmp" + std::to_string(std::rand());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f.write(data.data(), static_cast<std::streamsize>(data.size()));
+    if (!f) return;  // a cache that cannot be written is only slower
+  }
+  std::error_code ec;
+  fs::rename(tmp, p, ec);
+  if (ec) fs::remove(tmp, ec);
+}
+
+}  // namespace
+
+PtxasInfo parse_ptxas(const std::string& log) {
+  PtxasInfo out;
+  static const std::regex entry(R"(Compiling entry function '([^']+)')");
+  static const std::regex props(R"(Function properties for ([A-Za-z_0-9]+))");
+  static const std::regex frame(
+      R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+  static const std::regex used(R"(Used (\d+) registers)");
+  static const std::regex smem(R"((\d+) bytes smem)");
+  std::istringstream in(log);
+  std::string line, cur;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, m, entry) || std::regex_search(line, m, props)) {
+      cur = m[1];
+      out[cur];
+    } else if (!cur.empty() && std::regex_search(line, m, frame)) {
+      auto& k = out[cur];
+      k.stack_bytes = std::stoi(m[1]);
+      k.spill_stores = std::stoi(m[2]);
+      k.spill_loads = std::stoi(m[3]);
+    } else if (!cur.empty() && std::regex_search(line, m, used)) {
+      out[cur].registers = std::stoi(m[1]);
+      if (std::regex_search(line, m, smem)) out[cur].static_smem = std::stoi(m[1]);
+    }
+  }
+  return out;
+}
+
+std::string version() {
+  int major = 0, minor = 0;
+  check(nvrtcVersion(&major, &minor), "version");
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+std::string cache_dir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    return (fs::path(x) / "ffpa-bench" / "cubins").string();
+  if (const char* h = std::getenv("HOME"); h && *h)
+    return (fs::path(h) / ".cache" / "ffpa-bench" / "cubins").string();
+  return {};
+}
+
+Compiled compile(const std::string& main_file, const std::vector<std::string>& options,
+                 const std::string& arch) {
+  std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "--use_fast_math",
+                                   "--ptxas-options=-v"};
+  opts.insert(opts.end(), options.begin(), options.end());
+
+  uint64_t h = 1469598103934665603ull;
+  h = fnv1a(h, std::to_string(kernel_source_hash()));
+  h = fnv1a(h, version());
+  h = fnv1a(h, main_file);
+  for (const auto& o : opts) h = fnv1a(h, o);
+  char key[17];
+  std::snprintf(key, sizeof key, "%016llx", static_cast<unsigned long long>(h));
+
+  const std::string dir = cache_dir();
+  fs::path cubin_path, log_path;
+  if (!dir.empty()) {
+    cubin_path = fs::path(dir) / (std::string(key) + ".cubin");
+    log_path = fs::path(dir) / (std::string(key) + ".log");
+    std::error_code ec;
+    if (fs::exists(cubin_path, ec) && fs::exists(log_path, ec)) {
+      Compiled c;
+      c.cubin = read_all(cubin_path);
+      c.log = read_all(log_path);
+      c.info = parse_ptxas(c.log);
+      c.cached = true;
+      if (!c.cubin.empty()) return c;
+    }
+  }
+
+  const std::string src = "#include \"" + main_file + "\"\n";
+  std::vector<const char*> names, texts;
+  const auto files = embedded_files();
+  for (const auto& f : files) {
+    names.push_back(f.name);
+    texts.push_back(f.text);
+  }
+  nvrtcProgram prog = nullptr;
+  check(nvrtcCreateProgram(&prog, src.c_str(), "ffpa_rtc.cu", static_cast<int>(names.size()),
+                           texts.data(), names.data()),
+        "create program");
+  std::vector<const char*> copts;
+  for (const auto& o : opts) copts.push_back(o.c_str());
+  const nvrtcResult r = nvrtcCompileProgram(prog, static_cast<int>(copts.size()), copts.data());
+  size_t log_size = 0;
+  nvrtcGetProgramLogSize(prog, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size) nvrtcGetProgramLog(prog, log.data());
+  while (!log.empty() && log.back() == '\0') log.pop_back();
+  if (r != NVRTC_SUCCESS) {
+    nvrtcDestroyProgram(&prog);
+    std::string all;
+    for (const auto& o : opts) all += " " + o;
+    throw RunError("NVRTC failed to compile " + main_file + " (" + nvrtcGetErrorString(r) +
+                   ") with" + all + ":\n" + log);
+  }
+  size_t n = 0;
+  check(nvrtcGetCUBINSize(prog, &n), "cubin size");
+  Compiled c;
+  c.cubin.resize(n);
+  check(nvrtcGetCUBIN(prog, c.cubin.data()), "get cubin");
+  nvrtcDestroyProgram(&prog);
+  c.log = std::move(log);
+  c.info = parse_ptxas(c.log);
+
+  if (!dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (!ec) {
+      write_atomic(log_path, c.log);  // the log first: a cubin without its log is a miss
+      write_atomic(cubin_path, c.cubin);
+    }
+  }
+  return c;
+}
+
+Library::Library(const std::string& cubin) {
+  FFPA_CUDA(cudaLibraryLoadData(&lib_, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+}
+
+Library::~Library() {
+  if (lib_) cudaLibraryUnload(lib_);
+}
+
+Library::Library(Library&& o) noexcept : lib_(std::exchange(o.lib_, nullptr)) {}
+
+Library& Library::operator=(Library&& o) noexcept {
+  if (this != &o) {
+    if (lib_) cudaLibraryUnload(lib_);
+    lib_ = std::exchange(o.lib_, nullptr);
+  }
+  return *this;
+}
+
+cudaKernel_t Library::kernel(const char* name) const {
+  cudaKernel_t k = nullptr;
+  const cudaError_t err = cudaLibraryGetKernel(&k, lib_, name);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    throw RunError(std::string("kernel ") + name +
+                   " not found in the compiled library: " + cudaGetErrorString(err));
+  }
+  return k;
+}
+
+}  // namespace ffpa::nvrtc

@@ -1,0 +1,197 @@
+#include "variants/ffpa_fwd_kernel.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace ffpa::fwd {
+namespace {
+
+int padded_d(const Config& c, int D) {
+  return (D + c.Kd - 1) / c.Kd * c.Kd;
+}
+
+// Registers ptxas needs besides the accumulators (addresses, loop state, softmax temporaries),
+// read off compiled configurations.
+constexpr int kRegisterOverhead = 40;
+
+class FwdOp : public Op {
+ public:
+  FwdOp(nvrtc::Library lib, const FfpaFwdParams& p, dim3 grid, int threads, int smem,
+        gpu::DeviceBuffer opart, gpu::DeviceBuffer lpart)
+      : lib_(std::move(lib)),
+        p_(p),
+        grid_(grid),
+        threads_(threads),
+        smem_(smem),
+        opart_(std::move(opart)),
+        lpart_(std::move(lpart)) {
+    fwd_ = lib_.kernel("ffpa_fwd_kernel");
+    FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fwd_),
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
+    if (p_.num_splits > 1) merge_ = lib_.kernel("ffpa_merge_kernel");
+  }
+
+  void launch(cudaStream_t s) override {
+    void* args[] = {&p_};
+    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(fwd_), grid_, dim3(threads_), args,
+                               static_cast<size_t>(smem_), s));
+    if (merge_) {
+      const long long rows = static_cast<long long>(p_.B) * p_.Hq * p_.Nq;
+      FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(merge_),
+                                 dim3(static_cast<unsigned>(rows)), dim3(128), args, 0, s));
+    }
+  }
+  int64_t extra_bytes() const override {
+    return static_cast<int64_t>(opart_.bytes() + lpart_.bytes());
+  }
+  std::string includes() const override {
+    return merge_ ? "split-KV forward (" + std::to_string(p_.num_splits) + " splits) + merge"
+                  : "forward";
+  }
+
+ private:
+  nvrtc::Library lib_;
+  FfpaFwdParams p_;
+  dim3 grid_;
+  int threads_, smem_;
+  gpu::DeviceBuffer opart_, lpart_;
+  cudaKernel_t fwd_ = nullptr, merge_ = nullptr;
+};
+
+}  // namespace
+
+const std::vector<std::string>& knob_names() {
+  static const std::vector<std::string> names = {"Br", "Bc", "Wm", "Wn", "Kd", "stages", "splits"};
+  return names;
+}
+
+Config Config::from_knobs(const Knobs& k) {
+  Config c;
+  auto get = [&](const char* n, int& v) {
+    if (auto x = knob(k, n)) v = static_cast<int>(*x);
+  };
+  get("Br", c.Br);
+  get("Bc", c.Bc);
+  get("Wm", c.Wm);
+  get("Wn", c.Wn);
+  get("Kd", c.Kd);
+  get("stages", c.stages);
+  get("splits", c.splits);
+  return c;
+}
+
+Knobs Config::knobs() const {
+  return {{"Br", Br}, {"Bc", Bc},         {"Wm", Wm},        {"Wn", Wn},
+          {"Kd", Kd}, {"stages", stages}, {"splits", splits}};
+}
+
+Features Features::of(const Problem& pr) {
+  Features f;
+  f.D = static_cast<int>(pr.shape.D);
+  f.bf16 = pr.dtype == Dtype::bf16;
+  f.causal = pr.causal == Causal::bottom_right ? 1 : pr.causal == Causal::top_left ? 2 : 0;
+  f.bias = pr.mask == MaskKind::none ? 0 : pr.mask_dtype == MaskDtype::fp32 ? 1 : 2;
+  f.dropout = pr.dropout > 0;
+  return f;
+}
+
+Config default_config(const Problem& pr) {
+  Config c;
+  if (pr.shape.D > 512) c.Br = 32;  // O stays at (Br/Wm)*(D/Wn)/32 = 128 registers a thread
+  return c;
+}
+
+int smem_bytes(const Config& c, int D) {
+  return c.Br * padded_d(c, D) * 2 + c.stages * c.Bc * c.Kd * 2 + c.Br * c.Bc * 2 + c.Wn * c.Br * 4;
+}
+
+int accumulator_registers(const Config& c, int D) {
+  const int rw = c.Br / c.Wm;
+  return rw * padded_d(c, D) / c.Wn / 32 + rw * c.Bc / 64 + rw * (c.Bc / c.Wn) / 32;
+}
+
+std::string check(const Config& c, int D, int smem_limit) {
+  auto s = [](int v) { return std::to_string(v); };
+  if (c.Br <= 0 || c.Bc <= 0 || c.Wm <= 0 || c.Wn <= 0 || c.Kd <= 0 || c.splits < 0)
+    return "knobs must be positive";
+  if (c.threads() > 1024) return s(c.threads()) + " threads exceed 1024";
+  if (c.Br % (16 * c.Wm)) return "Br=" + s(c.Br) + " is not a multiple of 16*Wm";
+  if (c.Bc % 64 || c.Kd % 64) return "Bc and Kd must be multiples of 64 (swizzled 64-col tiles)";
+  if ((c.Bc / c.Wn) % 16) return "Bc/Wn must be a multiple of 16";
+  if ((c.Kd / c.Wn) % 16) return "Kd/Wn must be a multiple of 16";
+  if (c.stages < 2) return "stages must be at least 2";
+  if ((c.Bc * c.Kd / 8) % c.threads() || (c.Br * padded_d(c, D) / 8) % c.threads())
+    return "tile loads do not split evenly over " + s(c.threads()) + " threads";
+  const int smem = smem_bytes(c, D);
+  if (smem > smem_limit)
+    return "needs " + s(smem) + " bytes of shared memory, the device allows " + s(smem_limit);
+  const int reg_limit = std::min(255, 65536 / c.threads());
+  const int regs = accumulator_registers(c, D) + kRegisterOverhead;
+  if (regs > reg_limit)
+    return "needs about " + s(regs) + " registers a thread, the limit is " + s(reg_limit);
+  return {};
+}
+
+int resolve_splits(const Config& c, const Problem& pr, int sm_count) {
+  const auto& sh = pr.shape;
+  const int64_t tiles = (sh.Nkv + c.Bc - 1) / c.Bc;
+  int64_t s = c.splits;
+  if (s == 0) {
+    const int64_t blocks = (sh.group() * sh.Nq + c.Br - 1) / c.Br * sh.Hkv * sh.B;
+    s = std::max<int64_t>(1, sm_count / blocks);  // one block a multiprocessor
+  }
+  return static_cast<int>(std::clamp<int64_t>(s, 1, std::min<int64_t>(tiles, 64)));
+}
+
+std::vector<std::string> nvrtc_options(const Config& c, const Features& f) {
+  auto d = [](const char* n, int v) { return std::string("-D") + n + "=" + std::to_string(v); };
+  return {d("FFPA_D", f.D),           d("FFPA_BR", c.Br),           d("FFPA_BC", c.Bc),
+          d("FFPA_WM", c.Wm),         d("FFPA_WN", c.Wn),           d("FFPA_CW", c.Kd),
+          d("FFPA_STAGES", c.stages), d("FFPA_BF16", f.bf16),       d("FFPA_CAUSAL", f.causal),
+          d("FFPA_BIAS", f.bias),     d("FFPA_DROPOUT", f.dropout), d("FFPA_SPLIT", f.split)};
+}
+
+nvrtc::Compiled compile(const Config& c, const Features& f, const std::string& arch) {
+  return nvrtc::compile("ffpa_fwd.cuh", nvrtc_options(c, f), arch);
+}
+
+std::string target_arch(const gpu::DeviceInfo& d) {
+  return d.arch() + (d.sm_major == 9 && d.sm_minor == 0 ? "a" : "");
+}
+
+std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams& params,
+                         const gpu::DeviceInfo& dev) {
+  const int D = static_cast<int>(pr.shape.D);
+  if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
+  FfpaFwdParams p = params;
+  p.num_splits = resolve_splits(c, pr, dev.sm_count);
+  Features f = Features::of(pr);
+  f.split = p.num_splits > 1;
+  nvrtc::Compiled comp = compile(c, f, target_arch(dev));
+  const auto it = comp.info.find("ffpa_fwd_kernel");
+  if (it != comp.info.end() && (it->second.spill_stores || it->second.spill_loads))
+    throw Unsupported("ptxas spills " + std::to_string(it->second.spill_stores) + " bytes (" +
+                      std::to_string(it->second.registers) + " registers)");
+
+  gpu::DeviceBuffer opart, lpart;
+  if (f.split) {
+    const size_t rows = static_cast<size_t>(p.num_splits) * p.B * p.Hq * p.Nq;
+    opart = gpu::DeviceBuffer(rows * D * sizeof(float));
+    lpart = gpu::DeviceBuffer(rows * sizeof(float));
+    p.o_partial = opart.as<float>();
+    p.lse_partial = lpart.as<float>();
+  }
+  const auto& sh = pr.shape;
+  const int64_t gx = (sh.group() * sh.Nq + c.Br - 1) / c.Br;
+  const int64_t gz = sh.B * p.num_splits;
+  if (gx > 0x7fffffff || sh.Hkv > 65535 || gz > 65535)
+    throw Unsupported("grid too large: " + std::to_string(gx) + " x " + std::to_string(sh.Hkv) +
+                      " x " + std::to_string(gz));
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(sh.Hkv),
+                  static_cast<unsigned>(gz));
+  return std::make_unique<FwdOp>(nvrtc::Library(comp.cubin), p, grid, c.threads(), smem_bytes(c, D),
+                                 std::move(opart), std::move(lpart));
+}
+
+}  // namespace ffpa::fwd

@@ -1,0 +1,398 @@
+// The sm80+ split-D forward against the double-precision CPU reference on random data: self,
+// cross, decode (split-KV + merge), GQA/MQA, causal both alignments, additive bias in every shape
+// and dtype, dropout, non-aligned lengths and head dims, B > 1. Outputs are poisoned (NaN) before
+// the run so an unwritten element fails. "[bench]" times the default cases with CUDA events.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gpu/cuda.hpp"
+#include "reference/cpu_reference.hpp"
+#include "variants/ffpa_fwd_kernel.hpp"
+
+using namespace ffpa;
+
+namespace {
+
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fff + ((u >> 16) & 1);  // round to nearest even (inputs are finite)
+  return static_cast<uint16_t>(u >> 16);
+}
+float from_bf16(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t to_fp16(float f) {  // round to nearest even; |f| stays well inside the normal range
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t sign = (u >> 16) & 0x8000;
+  const int exp = static_cast<int>((u >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = u & 0x7fffff;
+  if (exp <= 0) {  // subnormal half
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000;
+    const int shift = 14 - exp;
+    uint32_t h = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  const uint32_t rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+float from_fp16(uint16_t h) {
+  const int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  float v = exp == 0    ? std::ldexp(static_cast<float>(mant), -24)
+            : exp == 31 ? (mant ? NAN : INFINITY)
+                        : std::ldexp(static_cast<float>(mant | 0x400), exp - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+struct Half {
+  Dtype dt;
+  uint16_t to(float f) const { return dt == Dtype::bf16 ? to_bf16(f) : to_fp16(f); }
+  float from(uint16_t h) const { return dt == Dtype::bf16 ? from_bf16(h) : from_fp16(h); }
+};
+
+// Random normal values rounded to the dtype; `exact` receives what the kernel will read.
+gpu::DeviceBuffer upload_randn(int64_t n, Half h, std::mt19937& rng, double scale,
+                               std::vector<double>& exact) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<uint16_t> bits(static_cast<size_t>(n));
+  exact.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    bits[i] = h.to(nd(rng) * static_cast<float>(scale));
+    exact[i] = h.from(bits[i]);
+  }
+  gpu::DeviceBuffer d(bits.size() * 2);
+  FFPA_CUDA(cudaMemcpy(d.get(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+  return d;
+}
+
+struct Outcome {
+  double max_err = 0, max_ref = 0, rel_l2 = 0, lse_err = 0;
+  int64_t unwritten = 0;  // NaN left from the poison, or -inf lse where a key was visible
+};
+
+Outcome run_case(const Problem& pr, fwd::Config cfg) {
+  const auto& s = pr.shape;
+  const Half h{pr.dtype};
+  std::mt19937 rng(static_cast<uint32_t>(pr.seed * 7919 + s.D * 31 + s.Nq));
+  HostAttnInputs in;
+  in.dropout_seed = 0x1234abcd5678ef01ull;
+  in.dropout_offset = 12345;
+  const int64_t nq = s.B * s.Hq * s.Nq * s.D, nkv = s.B * s.Hkv * s.Nkv * s.D;
+  gpu::DeviceBuffer q = upload_randn(nq, h, rng, 1.0, in.q);
+  gpu::DeviceBuffer k = upload_randn(nkv, h, rng, 1.0, in.k);
+  gpu::DeviceBuffer v = upload_randn(nkv, h, rng, 1.0, in.v);
+  gpu::DeviceBuffer bias;
+  if (pr.mask != MaskKind::none) {
+    const int64_t n = pr.mask_elems();
+    if (pr.mask_dtype == MaskDtype::fp32) {
+      std::normal_distribution<float> nd(0.f, 1.f);
+      std::vector<float> b(static_cast<size_t>(n));
+      in.bias.resize(b.size());
+      for (size_t i = 0; i < b.size(); ++i) in.bias[i] = b[i] = nd(rng) * 0.25f;
+      bias = gpu::DeviceBuffer(b.size() * 4);
+      FFPA_CUDA(cudaMemcpy(bias.get(), b.data(), b.size() * 4, cudaMemcpyHostToDevice));
+    } else {
+      bias = upload_randn(n, h, rng, 0.25, in.bias);
+    }
+  }
+  const int64_t nlse = s.B * s.Hq * s.Nq;
+  gpu::DeviceBuffer o(static_cast<size_t>(nq) * 2), lse(static_cast<size_t>(nlse) * 4);
+  FFPA_CUDA(cudaMemset(o.get(), 0xff, o.bytes()));  // NaN in bf16, fp16 and fp32
+  FFPA_CUDA(cudaMemset(lse.get(), 0xff, lse.bytes()));
+
+  FfpaFwdParams p{};
+  p.q = q.get(), p.k = k.get(), p.v = v.get(), p.o = o.get(), p.lse = lse.as<float>();
+  p.bias = bias.get();
+  p.q_row_stride = p.o_row_stride = s.D;
+  p.q_head_stride = p.o_head_stride = s.Nq * s.D;
+  p.q_batch_stride = p.o_batch_stride = s.Hq * s.Nq * s.D;
+  p.k_row_stride = p.v_row_stride = s.D;
+  p.k_head_stride = p.v_head_stride = s.Nkv * s.D;
+  p.k_batch_stride = p.v_batch_stride = s.Hkv * s.Nkv * s.D;
+  if (pr.mask != MaskKind::none) {
+    p.bias_row_stride = pr.mask == MaskKind::key ? 0 : s.Nkv;
+    p.bias_head_stride = pr.mask == MaskKind::full ? s.Nq * s.Nkv : 0;
+    p.bias_batch_stride = pr.mask == MaskKind::full ? s.Hq * s.Nq * s.Nkv : 0;
+  }
+  p.bias_is_fp32 = pr.mask_dtype == MaskDtype::fp32;
+  p.is_bf16 = pr.dtype == Dtype::bf16;
+  p.B = static_cast<int>(s.B), p.Hq = static_cast<int>(s.Hq), p.Hkv = static_cast<int>(s.Hkv);
+  p.Nq = static_cast<int>(s.Nq), p.Nkv = static_cast<int>(s.Nkv), p.D = static_cast<int>(s.D);
+  p.group = static_cast<int>(s.group());
+  p.scale = static_cast<float>(pr.scale());
+  p.scale_log2 = static_cast<float>(pr.scale() * 1.4426950408889634);
+  p.causal = pr.causal == Causal::bottom_right ? 1 : pr.causal == Causal::top_left ? 2 : 0;
+  p.dropout_p = static_cast<float>(pr.dropout);
+  p.dropout_scale = static_cast<float>(1.0 / (1.0 - pr.dropout));
+  p.dropout_seed = in.dropout_seed;
+  p.dropout_offset = in.dropout_offset;
+
+  const gpu::DeviceInfo dev = gpu::open_device(0);
+  REQUIRE(fwd::check(cfg, static_cast<int>(s.D), dev.smem_per_block_optin).empty());
+  auto op = fwd::bind(pr, cfg, p, dev);
+  gpu::Stream stream;
+  op->launch(stream.get());
+  gpu::check_launch("ffpa_fwd");
+  stream.sync();
+
+  std::vector<uint16_t> ob(static_cast<size_t>(nq));
+  std::vector<float> lb(static_cast<size_t>(nlse));
+  FFPA_CUDA(cudaMemcpy(ob.data(), o.get(), o.bytes(), cudaMemcpyDeviceToHost));
+  FFPA_CUDA(cudaMemcpy(lb.data(), lse.get(), lse.bytes(), cudaMemcpyDeviceToHost));
+
+  const HostAttnOutputs ref = cpu_attention(pr, in);
+  Outcome r;
+  double d2 = 0, r2 = 0;
+  for (int64_t i = 0; i < nq; ++i) {
+    const double x = h.from(ob[i]);
+    if (std::isnan(x)) {
+      ++r.unwritten;
+      continue;
+    }
+    const double e = std::abs(x - ref.o[i]);
+    r.max_err = std::max(r.max_err, e);
+    r.max_ref = std::max(r.max_ref, std::abs(ref.o[i]));
+    d2 += e * e;
+    r2 += ref.o[i] * ref.o[i];
+  }
+  for (int64_t i = 0; i < nlse; ++i) {
+    const double x = lb[i], y = ref.lse[i];
+    if (std::isnan(x) || (std::isinf(x) != std::isinf(y))) {
+      ++r.unwritten;
+      continue;
+    }
+    if (!std::isinf(y)) r.lse_err = std::max(r.lse_err, std::abs(x - y));
+  }
+  r.rel_l2 = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+  return r;
+}
+
+Problem make(int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nkv, int64_t D,
+             Dtype dt = Dtype::bf16) {
+  Problem p;
+  p.case_name = "test";
+  p.shape = {B, Hq, Hkv, Nq, Nkv, D};
+  p.dtype = dt;
+  p.seed = 1;
+  return p;
+}
+
+void expect_close(const Problem& pr, const fwd::Config& cfg = {}) {
+  fwd::Config c = cfg;
+  if (c.Br == fwd::Config{}.Br && pr.shape.D > 512) c = fwd::default_config(pr);
+  const Outcome r = run_case(pr, c);
+  INFO("D=" << pr.shape.D << " Nq=" << pr.shape.Nq << " Nkv=" << pr.shape.Nkv
+            << " Hq=" << pr.shape.Hq << " Hkv=" << pr.shape.Hkv << " B=" << pr.shape.B
+            << " causal=" << to_string(pr.causal) << " mask=" << to_string(pr.mask) << "/"
+            << to_string(pr.mask_dtype) << " dropout=" << pr.dropout << " " << to_string(pr.dtype)
+            << " cfg=" << to_string(c.knobs()));
+  INFO("max_err=" << r.max_err << " max_ref=" << r.max_ref << " rel_l2=" << r.rel_l2
+                  << " lse_err=" << r.lse_err);
+  CHECK(r.unwritten == 0);
+  // bf16 keeps 8 mantissa bits (fp16 11): P and O are rounded once each.
+  const double eps = pr.dtype == Dtype::bf16 ? 1.0 / 256 : 1.0 / 2048;
+  CHECK(r.rel_l2 < 2 * eps);
+  CHECK(r.max_err < 4 * eps * std::max(1.0, r.max_ref));
+  CHECK(r.lse_err < 2e-3);
+}
+
+}  // namespace
+
+TEST_CASE("self-attention, non-aligned N, B > 1", "[gpu]") {
+  expect_close(make(2, 2, 2, 200, 200, 512));
+  expect_close(make(1, 2, 2, 77, 77, 512, Dtype::fp16));
+}
+
+TEST_CASE("head dims 32..1024, not only multiples of 64", "[gpu]") {
+  for (int D : {32, 64, 136, 320, 520, 1024}) expect_close(make(1, 2, 2, 150, 150, D));
+}
+
+TEST_CASE("cross-attention and decode with split-KV", "[gpu]") {
+  expect_close(make(1, 2, 2, 70, 333, 512));
+  expect_close(make(2, 3, 3, 1, 1000, 512));  // auto splits
+  fwd::Config c;
+  c.splits = 5;
+  expect_close(make(1, 4, 2, 1, 777, 512), c);
+  expect_close(make(1, 4, 1, 3, 1000, 1024), [] {
+    fwd::Config d = fwd::default_config(make(1, 1, 1, 1, 1, 1024));
+    d.splits = 3;
+    return d;
+  }());
+}
+
+TEST_CASE("GQA and MQA read the kv head h / group", "[gpu]") {
+  expect_close(make(2, 8, 2, 100, 130, 512));
+  expect_close(make(1, 6, 1, 45, 90, 320));
+}
+
+TEST_CASE("causal, both alignments, skipping masked tiles", "[gpu]") {
+  for (Causal c : {Causal::bottom_right, Causal::top_left}) {
+    for (auto [nq, nkv] : {std::pair{200, 200}, {70, 300}, {300, 70}, {1, 150}}) {
+      Problem p = make(1, 4, 2, nq, nkv, 512);
+      p.causal = c;
+      expect_close(p);
+    }
+  }
+}
+
+TEST_CASE("additive bias: key, query_key and full shapes, fp32 and input dtype", "[gpu]") {
+  for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
+    for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
+      Problem p = make(2, 4, 2, 90, 140, 512);
+      p.mask = m;
+      p.mask_dtype = md;
+      expect_close(p);
+    }
+  Problem p = make(1, 2, 2, 100, 100, 512, Dtype::fp16);
+  p.mask = MaskKind::key;
+  p.mask_dtype = MaskDtype::input;
+  p.causal = Causal::bottom_right;
+  expect_close(p);
+}
+
+TEST_CASE("dropout replays the Philox stream of ANCHORS.md", "[gpu]") {
+  Problem p = make(2, 2, 1, 100, 130, 512);
+  p.dropout = 0.1;
+  expect_close(p);
+  p.causal = Causal::top_left;
+  p.mask = MaskKind::key;
+  expect_close(p);
+  Problem d = make(1, 2, 2, 1, 500, 512);  // through split-KV
+  d.dropout = 0.2;
+  expect_close(d);
+}
+
+TEST_CASE("tuning knobs: tile shapes, warp layouts, stages", "[gpu]") {
+  const Problem p = make(1, 2, 2, 190, 250, 512);
+  for (auto [br, bc, wm, wn, kd, st] : {std::array{64, 64, 2, 4, 64, 2},
+                                        {64, 64, 2, 4, 64, 3},
+                                        {32, 64, 2, 4, 64, 4},
+                                        {64, 64, 4, 2, 128, 3},
+                                        {64, 128, 4, 4, 64, 3},
+                                        {64, 64, 1, 4, 128, 2}}) {
+    fwd::Config c{br, bc, wm, wn, kd, st, 0};
+    if (!fwd::check(c, 512, 227 * 1024).empty()) continue;
+    expect_close(p, c);
+  }
+}
+
+namespace {
+
+// Large-problem inputs: a random block tiled over the buffer (random, never zeros, cheap to make).
+gpu::DeviceBuffer big_random(int64_t n, std::mt19937& rng) {
+  const int64_t block = 1 << 22;
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<uint16_t> b(static_cast<size_t>(std::min(n, block)));
+  for (auto& x : b) x = to_bf16(nd(rng));
+  gpu::DeviceBuffer d(static_cast<size_t>(n) * 2);
+  for (int64_t i = 0; i < n; i += block)
+    FFPA_CUDA(cudaMemcpy(d.as<uint16_t>() + i, b.data(), std::min(block, n - i) * 2,
+                         cudaMemcpyHostToDevice));
+  return d;
+}
+
+void bench(const char* name, Problem pr, fwd::Config c) {
+  const auto& s = pr.shape;
+  std::mt19937 rng(7);
+  gpu::DeviceBuffer q = big_random(s.B * s.Hq * s.Nq * s.D, rng);
+  gpu::DeviceBuffer k = big_random(s.B * s.Hkv * s.Nkv * s.D, rng);
+  gpu::DeviceBuffer v = big_random(s.B * s.Hkv * s.Nkv * s.D, rng);
+  gpu::DeviceBuffer o(static_cast<size_t>(s.B * s.Hq * s.Nq * s.D) * 2);
+  gpu::DeviceBuffer lse(static_cast<size_t>(s.B * s.Hq * s.Nq) * 4);
+  FfpaFwdParams p{};
+  p.q = q.get(), p.k = k.get(), p.v = v.get(), p.o = o.get(), p.lse = lse.as<float>();
+  p.q_row_stride = p.o_row_stride = p.k_row_stride = p.v_row_stride = s.D;
+  p.q_head_stride = p.o_head_stride = s.Nq * s.D;
+  p.q_batch_stride = p.o_batch_stride = s.Hq * s.Nq * s.D;
+  p.k_head_stride = p.v_head_stride = s.Nkv * s.D;
+  p.k_batch_stride = p.v_batch_stride = s.Hkv * s.Nkv * s.D;
+  p.is_bf16 = 1;
+  p.B = s.B, p.Hq = s.Hq, p.Hkv = s.Hkv, p.Nq = s.Nq, p.Nkv = s.Nkv, p.D = s.D;
+  p.group = s.group();
+  p.scale = pr.scale();
+  p.scale_log2 = pr.scale() * 1.4426950408889634;
+  p.causal = pr.causal == Causal::bottom_right ? 1 : 0;
+  p.dropout_scale = 1.f;
+  const gpu::DeviceInfo dev = gpu::open_device(0);
+  if (auto why = fwd::check(c, s.D, dev.smem_per_block_optin); !why.empty()) {
+    std::printf("%-10s D=%4lld %s: skipped (%s)\n", name, (long long)s.D,
+                to_string(c.knobs()).c_str(), why.c_str());
+    return;
+  }
+  std::unique_ptr<Op> op;
+  try {
+    op = fwd::bind(pr, c, p, dev);
+  } catch (const Unsupported& e) {
+    std::printf("%-10s D=%4lld %s: unsupported (%s)\n", name, (long long)s.D,
+                to_string(c.knobs()).c_str(), e.what());
+    return;
+  }
+  gpu::Stream st;
+  for (int i = 0; i < 3; ++i) op->launch(st.get());
+  st.sync();
+  std::vector<float> ms;
+  gpu::Event a, b;
+  for (int i = 0; i < 10; ++i) {
+    a.record(st.get());
+    op->launch(st.get());
+    b.record(st.get());
+    st.sync();
+    ms.push_back(b.since(a));
+  }
+  gpu::check_launch(name);
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  std::printf("%-10s D=%4lld Nq=%5lld Nkv=%5lld Hq=%lld Hkv=%lld %-52s %8.3f ms %7.1f TFLOPS %s\n",
+              name, (long long)s.D, (long long)s.Nq, (long long)s.Nkv, (long long)s.Hq,
+              (long long)s.Hkv, to_string(c.knobs()).c_str(), med,
+              pr.flops(Pass::fwd) / (med * 1e9), op->includes().c_str());
+}
+
+}  // namespace
+
+TEST_CASE("forward timings of the default cases", "[.][bench]") {
+  const int N = 8192;
+  for (int D : {512, 320, 1024}) {
+    Problem self = make(1, 32, 32, N, N, D);
+    const fwd::Config c = fwd::default_config(self);
+    bench("self", self, c);
+    if (D != 512) continue;
+    Problem causal = self;
+    causal.causal = Causal::bottom_right;
+    bench("causal", causal, c);
+    bench("gqa", make(1, 32, 8, N, N, D), c);
+    bench("cross", make(1, 32, 32, 1024, N, D), c);
+    bench("decode", make(1, 32, 32, 1, N, D), c);
+    bench("decodegqa", make(1, 32, 8, 1, N, D), c);
+  }
+}
+
+TEST_CASE("forward timings over a grid", "[.][sweep]") {
+  const Problem self = make(1, 32, 32, 8192, 8192, 512);
+  for (auto [br, bc, wm, wn, kd, st] : {std::array{64, 64, 2, 4, 64, 2},
+                                        {64, 64, 2, 4, 64, 3},
+                                        {64, 64, 2, 4, 64, 4},
+                                        {64, 64, 2, 4, 128, 2},
+                                        {64, 64, 2, 4, 128, 3},
+                                        {64, 128, 4, 4, 64, 3},
+                                        {64, 64, 4, 4, 64, 3},
+                                        {32, 64, 2, 4, 64, 4},
+                                        {64, 64, 1, 4, 128, 3}})
+    bench("sweep", self, fwd::Config{br, bc, wm, wn, kd, st, 0});
+}

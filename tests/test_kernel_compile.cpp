@@ -1,0 +1,106 @@
+// NVRTC compiles the forward kernel's default configurations for sm_80 and sm_90a without a GPU;
+// ptxas must not spill (a spilling accumulator tile is the failure mode of large D).
+#include <catch2/catch.hpp>
+
+#include "gpu/nvrtc.hpp"
+#include "support.hpp"
+#include "variants/ffpa_fwd_kernel.hpp"
+
+using namespace ffpa;
+
+namespace {
+
+Problem problem(int D, Causal causal = Causal::none) {
+  Problem p;
+  p.shape = {1, 32, 32, 8192, 8192, D};
+  p.causal = causal;
+  return p;
+}
+
+void compile_clean(const fwd::Config& c, const fwd::Features& f, const std::string& arch) {
+  INFO("D=" << f.D << " " << to_string(c.knobs()) << " " << arch);
+  REQUIRE(fwd::check(c, f.D, 227 * 1024).empty());
+  const nvrtc::Compiled comp = fwd::compile(c, f, arch);
+  CHECK_FALSE(comp.cubin.empty());
+  const auto it = comp.info.find("ffpa_fwd_kernel");
+  REQUIRE(it != comp.info.end());
+  INFO(comp.log);
+  CHECK(it->second.registers > 0);
+  CHECK(it->second.registers <= 255);
+  CHECK(it->second.spill_stores == 0);
+  CHECK(it->second.spill_loads == 0);
+  CHECK(it->second.stack_bytes == 0);
+  CHECK(fwd::accumulator_registers(c, f.D) < it->second.registers);
+}
+
+}  // namespace
+
+TEST_CASE("ptxas -v output is parsed per kernel", "[nvrtc]") {
+  const std::string log =
+      "ptxas info    : 0 bytes gmem\n"
+      "ptxas info    : Compiling entry function 'k1' for 'sm_90a'\n"
+      "ptxas info    : Function properties for k1\n"
+      "    8 bytes stack frame, 12 bytes spill stores, 16 bytes spill loads\n"
+      "ptxas info    : Used 255 registers, used 1 barriers, 1024 bytes smem, 392 bytes cmem[0]\n"
+      "ptxas info    : Compiling entry function 'k2' for 'sm_90a'\n"
+      "ptxas info    : Function properties for k2\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 40 registers, used 0 barriers, 392 bytes cmem[0]\n";
+  const auto info = nvrtc::parse_ptxas(log);
+  REQUIRE(info.size() == 2);
+  CHECK(info.at("k1").registers == 255);
+  CHECK(info.at("k1").spill_stores == 12);
+  CHECK(info.at("k1").spill_loads == 16);
+  CHECK(info.at("k1").stack_bytes == 8);
+  CHECK(info.at("k1").static_smem == 1024);
+  CHECK(info.at("k2").registers == 40);
+  CHECK(info.at("k2").spill_stores == 0);
+}
+
+TEST_CASE("configuration checks reject what cannot fit", "[nvrtc]") {
+  fwd::Config c;
+  CHECK(fwd::check(c, 512, 227 * 1024).empty());
+  c.Wn = 2;  // O would be 32 rows x 256 columns a warp: 256 registers
+  CHECK_THAT(fwd::check(c, 512, 227 * 1024), Catch::Contains("registers"));
+  c = {};
+  c.Br = 256;
+  c.Wm = 4;
+  CHECK_THAT(fwd::check(c, 1024, 227 * 1024), Catch::Contains("shared memory"));
+  c = {};
+  c.Br = 48;
+  CHECK_THAT(fwd::check(c, 512, 227 * 1024), Catch::Contains("multiple of 16*Wm"));
+}
+
+TEST_CASE("default configurations compile for sm_80 and sm_90a without spills", "[nvrtc]") {
+  test::TempDir cache;  // compile for real, not from the user's cubin cache
+  setenv("XDG_CACHE_HOME", cache.path().c_str(), 1);
+  for (int D : {320, 512, 1024})
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      const Problem p = problem(D);
+      compile_clean(fwd::default_config(p), fwd::Features::of(p), arch);
+    }
+  // Every feature at once at the largest D: the register peak.
+  Problem p = problem(1024, Causal::bottom_right);
+  p.mask = MaskKind::key;
+  p.dropout = 0.1;
+  fwd::Features f = fwd::Features::of(p);
+  f.split = true;
+  compile_clean(fwd::default_config(p), f, "sm_90a");
+  unsetenv("XDG_CACHE_HOME");
+}
+
+TEST_CASE("the cubin cache returns what was compiled", "[nvrtc]") {
+  test::TempDir cache;
+  setenv("XDG_CACHE_HOME", cache.path().c_str(), 1);
+  const Problem p = problem(128);
+  fwd::Config c = fwd::default_config(p);
+  const auto first = fwd::compile(c, fwd::Features::of(p), "sm_80");
+  const auto second = fwd::compile(c, fwd::Features::of(p), "sm_80");
+  CHECK_FALSE(first.cached);
+  CHECK(second.cached);
+  CHECK(first.cubin == second.cubin);
+  CHECK(second.info.at("ffpa_fwd_kernel").registers == first.info.at("ffpa_fwd_kernel").registers);
+  c.stages = 3;  // other options, other entry
+  CHECK_FALSE(fwd::compile(c, fwd::Features::of(p), "sm_80").cached);
+  unsetenv("XDG_CACHE_HOME");
+}
