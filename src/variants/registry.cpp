@@ -1,5 +1,7 @@
 #include "variants/registry.hpp"
 
+#include "baselines/unfused.hpp"
+
 namespace ffpa {
 
 std::vector<std::unique_ptr<Variant>> make_variants() {
@@ -9,6 +11,7 @@ std::vector<std::unique_ptr<Variant>> make_variants() {
 
 std::vector<std::unique_ptr<Baseline>> make_baselines() {
   std::vector<std::unique_ptr<Baseline>> b;
+  b.push_back(make_unfused_baseline());
   return b;
 }
 
