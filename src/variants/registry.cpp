@@ -2,6 +2,8 @@
 
 #include "baselines/unfused.hpp"
 
+#include "baselines/cudnn.hpp"
+
 namespace ffpa {
 
 std::vector<std::unique_ptr<Variant>> make_variants() {
@@ -12,6 +14,7 @@ std::vector<std::unique_ptr<Variant>> make_variants() {
 std::vector<std::unique_ptr<Baseline>> make_baselines() {
   std::vector<std::unique_ptr<Baseline>> b;
   b.push_back(make_unfused_baseline());
+  b.push_back(make_cudnn_baseline());
   return b;
 }
 
