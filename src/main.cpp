@@ -2,6 +2,8 @@
 // Data flows one way: CLI -> plan -> runner -> results -> report.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -57,12 +59,13 @@ std::string write_reports(const Results& r, const Options& o, const fs::path& di
 
 class ConsoleObserver : public RunObserver {
  public:
-  ConsoleObserver(fs::path json, bool write_json) : json_(std::move(json)), write_json_(write_json) {}
+  ConsoleObserver(fs::path json, bool write_json)
+      : json_(std::move(json)), write_json_(write_json) {}
   void on_item(int index, int total, const PlanItem& item, double elapsed, double eta) override {
-    const std::string what = fmt::format("{} {} {} D={} N={}/{}", item.problem.case_name,
-                                         to_string(item.pass), to_string(item.problem.dtype),
-                                         item.problem.shape.D, item.problem.shape.Nq,
-                                         item.problem.shape.Nkv);
+    const std::string what =
+        fmt::format("{} {} {} D={} N={}/{}", item.problem.case_name, to_string(item.pass),
+                    to_string(item.problem.dtype), item.problem.shape.D, item.problem.shape.Nq,
+                    item.problem.shape.Nkv);
     std::cerr << progress_line(index + 1, total, elapsed, eta, what) << std::endl;
   }
   void on_row(const Results& partial) override {
@@ -120,7 +123,8 @@ int compare_cmd(const Options& opts) {
 
 int report_cmd(const Options& opts) {
   const Results r = load_results(opts.report_file);
-  const fs::path dir = opts.out == "ffpa-out" ? fs::path(opts.report_file).parent_path() : opts.out;
+  const fs::path dir =
+      opts.out == "ffpa-out" ? fs::path(opts.report_file).parent_path() : fs::path(opts.out);
   std::cout << write_reports(r, opts, dir.empty() ? fs::path(".") : dir);
   return 0;
 }
@@ -132,9 +136,12 @@ int main(int argc, char** argv) {
     const auto opts = parse_cli(argc, argv);
     if (!opts) return 0;
     switch (opts->command) {
-      case Command::run: return run(*opts);
-      case Command::compare: return compare_cmd(*opts);
-      case Command::report: return report_cmd(*opts);
+      case Command::run:
+        return run(*opts);
+      case Command::compare:
+        return compare_cmd(*opts);
+      case Command::report:
+        return report_cmd(*opts);
     }
   } catch (const InputError& e) {
     std::cerr << "ffpa-bench: error: " << e.what() << "\n";

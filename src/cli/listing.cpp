@@ -10,7 +10,9 @@
 namespace ffpa {
 namespace {
 
-std::string mib(int64_t bytes) { return fmt::format("{:.1f}", bytes / 1048576.0); }
+std::string mib(int64_t bytes) {
+  return fmt::format("{:.1f}", bytes / 1048576.0);
+}
 
 // Head dims a variant accepts for the first planned problem, as ranges "32-256, 320-1024".
 std::string head_dims(const Variant& v, Problem p) {
@@ -42,7 +44,8 @@ std::string shape_text(const Shape& s) {
 std::string features(const Problem& p) {
   std::string f;
   if (p.causal != Causal::none) f += "causal(" + to_string(p.causal) + ") ";
-  if (p.mask != MaskKind::none) f += "bias(" + to_string(p.mask) + "," + to_string(p.mask_dtype) + ") ";
+  if (p.mask != MaskKind::none)
+    f += "bias(" + to_string(p.mask) + "," + to_string(p.mask_dtype) + ") ";
   if (p.dropout > 0) f += fmt::format("dropout({}) ", p.dropout);
   if (p.shape.Hq != p.shape.Hkv) f += fmt::format("gqa({}) ", p.shape.group());
   return f.empty() ? "-" : f.substr(0, f.size() - 1);
@@ -69,8 +72,9 @@ std::string render_list(const Plan& plan, const Registry& reg, const std::string
     const auto path = std::filesystem::path(grids) / (v->name() + ".json");
     try {
       const Grid g = load_grid(path.string());
-      out += fmt::format("  {:<18} grid {}: fast {} points, max {} points\n", "", path.string(),
-                         grid_points(g, TuneMode::fast).size(), grid_points(g, TuneMode::max).size());
+      out +=
+          fmt::format("  {:<18} grid {}: fast {} points, max {} points\n", "", path.string(),
+                      grid_points(g, TuneMode::fast).size(), grid_points(g, TuneMode::max).size());
     } catch (const std::exception& e) {
       out += fmt::format("  {:<18} grid: {}\n", "", e.what());
     }
@@ -86,7 +90,9 @@ std::string render_dry_run(const Plan& plan, const Registry& reg, const Options&
   const auto baselines = selected_baselines(reg, opts.baseline);
   std::string out = fmt::format("Plan from {}: {} measurements (no GPU used)\n\n", plan.config_file,
                                 plan.items.size());
-  out += "| # | case | pass | dtype | shape | features | GFLOP | tensors MiB | unfused extra MiB | runs |\n";
+  out +=
+      "| # | case | pass | dtype | shape | features | GFLOP | tensors MiB | unfused extra MiB | "
+      "runs |\n";
   out += "|---|---|---|---|---|---|---|---|---|---|\n";
   double total_flops = 0;
   int64_t peak = 0;
@@ -102,16 +108,17 @@ std::string render_dry_run(const Plan& plan, const Registry& reg, const Options&
       const Support s = b->supports(it.problem, it.pass);
       runs += (runs.empty() ? "" : "; ") + b->name() + (s.ok() ? "" : " n/a (" + s.reason + ")");
     }
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.1f} | {} | {} | {} |\n", i + 1,
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.4g} | {} | {} | {} |\n", i + 1,
                        it.problem.case_name, to_string(it.pass), to_string(it.problem.dtype),
                        shape_text(it.problem.shape), features(it.problem), it.flops / 1e9,
                        mib(it.tensor_bytes), mib(it.unfused_bytes), runs.empty() ? "-" : runs);
     total_flops += it.flops;
     peak = std::max(peak, it.tensor_bytes + it.unfused_bytes);
   }
-  out += fmt::format("\nTotal: {:.1f} TFLOP of attention; largest item needs {} MiB with the "
-                     "unfused baseline.\n",
-                     total_flops / 1e12, mib(peak));
+  out += fmt::format(
+      "\nTotal: {:.1f} TFLOP of attention; largest item needs {} MiB with the "
+      "unfused baseline.\n",
+      total_flops / 1e12, mib(peak));
   return out;
 }
 

@@ -6,9 +6,12 @@ namespace ffpa {
 
 std::string to_string(Status s) {
   switch (s) {
-    case Status::ok: return "ok";
-    case Status::failed: return "failed";
-    case Status::skipped: return "skipped";
+    case Status::ok:
+      return "ok";
+    case Status::failed:
+      return "failed";
+    case Status::skipped:
+      return "skipped";
   }
   return "?";
 }
@@ -24,9 +27,10 @@ bool Measurement::correct() const {
 }
 
 std::string Row::key() const {
-  return case_name + "/" + to_string(pass) + "/" + to_string(dtype) + "/" + std::to_string(shape.B) +
-         "." + std::to_string(shape.Hq) + "." + std::to_string(shape.Hkv) + "." +
-         std::to_string(shape.Nq) + "." + std::to_string(shape.Nkv) + "." + std::to_string(shape.D);
+  return case_name + "/" + to_string(pass) + "/" + to_string(dtype) + "/" +
+         std::to_string(shape.B) + "." + std::to_string(shape.Hq) + "." +
+         std::to_string(shape.Hkv) + "." + std::to_string(shape.Nq) + "." +
+         std::to_string(shape.Nkv) + "." + std::to_string(shape.D);
 }
 
 }  // namespace ffpa

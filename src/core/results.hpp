@@ -24,10 +24,10 @@ struct TimingStats {
 };
 
 struct TensorCheck {
-  std::string tensor;   // "o", "lse", "dq", "dk", "dv", "dbias"
-  double max_abs = 0;   // max |out - ref_fp32|
-  double rel_rms = 0;   // ||out - ref_fp32||_2 / ||ref_fp32||_2
-  double bound = 0;     // 2 * max|ref_lowprec - ref_fp32| + atol
+  std::string tensor;  // "o", "lse", "dq", "dk", "dv", "dbias"
+  double max_abs = 0;  // max |out - ref_fp32|
+  double rel_rms = 0;  // ||out - ref_fp32||_2 / ||ref_fp32||_2
+  double bound = 0;    // 2 * max|ref_lowprec - ref_fp32| + atol
   int64_t nonfinite = 0;
   bool pass = false;
 };
@@ -38,11 +38,11 @@ std::optional<Status> parse_status(const std::string&);
 
 // One implementation measured on one row: an FFPA variant or a baseline.
 struct Measurement {
-  std::string impl;     // "ffpa-fwd-sm80", "cudnn", "unfused"
-  std::string kind;     // "ffpa" or "baseline"
+  std::string impl;  // "ffpa-fwd-sm80", "cudnn", "unfused"
+  std::string kind;  // "ffpa" or "baseline"
   Status status = Status::skipped;
-  std::string reason;   // why skipped or failed; empty when ok
-  Knobs config;         // tuning parameters used (FFPA variants)
+  std::string reason;         // why skipped or failed; empty when ok
+  Knobs config;               // tuning parameters used (FFPA variants)
   std::string config_source;  // "default", "tuned", "cache"
   TimingStats timing;
   double tflops = 0;
@@ -51,7 +51,7 @@ struct Measurement {
   std::string includes;         // what the timed region covers (e.g. bwd: "preprocess+dkdv+dq")
   bool checked = false;
   std::vector<TensorCheck> checks;
-  bool correct() const;         // checked and every tensor passed
+  bool correct() const;  // checked and every tensor passed
 };
 
 struct Row {
@@ -64,9 +64,9 @@ struct Row {
   MaskDtype mask_dtype = MaskDtype::fp32;
   double dropout = 0;
   double flops = 0;
-  std::optional<Measurement> ffpa;       // best FFPA variant (absent when none is registered)
-  std::vector<Measurement> baselines;   // in the order of --baseline
-  std::string key() const;              // "case/pass/dtype/B.Hq.Hkv.Nq.Nkv.D": stable row id
+  std::optional<Measurement> ffpa;     // best FFPA variant (absent when none is registered)
+  std::vector<Measurement> baselines;  // in the order of --baseline
+  std::string key() const;             // "case/pass/dtype/B.Hq.Hkv.Nq.Nkv.D": stable row id
 };
 
 struct Environment {
@@ -79,11 +79,11 @@ struct Environment {
   int64_t memory_bytes = 0;
   std::string driver;
   std::string cuda_runtime;
-  std::string cudnn;          // version actually loaded, or "not loaded"
+  std::string cudnn;  // version actually loaded, or "not loaded"
   std::string git_commit;
   std::string build_flags;
   std::string command_line;
-  std::string started_at;     // ISO 8601 UTC
+  std::string started_at;  // ISO 8601 UTC
   std::string host;
 };
 
@@ -93,7 +93,7 @@ struct Results {
   Environment env;
   std::string timing_mode;  // "cold" or "hot"
   std::vector<Row> rows;
-  bool complete = false;    // false while a sweep is still running or was interrupted
+  bool complete = false;  // false while a sweep is still running or was interrupted
 };
 
 }  // namespace ffpa

@@ -33,21 +33,45 @@ const std::pair<MaskDtype, const char*> kMaskDtypes[] = {{MaskDtype::fp32, "fp32
 
 }  // namespace
 
-std::string to_string(Dtype e) { return name_of(kDtypes, e); }
-std::string to_string(Pass e) { return name_of(kPasses, e); }
-std::string to_string(Causal e) { return name_of(kCausal, e); }
-std::string to_string(MaskKind e) { return name_of(kMasks, e); }
-std::string to_string(MaskDtype e) { return name_of(kMaskDtypes, e); }
+std::string to_string(Dtype e) {
+  return name_of(kDtypes, e);
+}
+std::string to_string(Pass e) {
+  return name_of(kPasses, e);
+}
+std::string to_string(Causal e) {
+  return name_of(kCausal, e);
+}
+std::string to_string(MaskKind e) {
+  return name_of(kMasks, e);
+}
+std::string to_string(MaskDtype e) {
+  return name_of(kMaskDtypes, e);
+}
 
-std::optional<Dtype> parse_dtype(const std::string& s) { return lookup(kDtypes, s); }
-std::optional<Pass> parse_pass(const std::string& s) { return lookup(kPasses, s); }
-std::optional<Causal> parse_causal(const std::string& s) { return lookup(kCausal, s); }
-std::optional<MaskKind> parse_mask_kind(const std::string& s) { return lookup(kMasks, s); }
-std::optional<MaskDtype> parse_mask_dtype(const std::string& s) { return lookup(kMaskDtypes, s); }
+std::optional<Dtype> parse_dtype(const std::string& s) {
+  return lookup(kDtypes, s);
+}
+std::optional<Pass> parse_pass(const std::string& s) {
+  return lookup(kPasses, s);
+}
+std::optional<Causal> parse_causal(const std::string& s) {
+  return lookup(kCausal, s);
+}
+std::optional<MaskKind> parse_mask_kind(const std::string& s) {
+  return lookup(kMasks, s);
+}
+std::optional<MaskDtype> parse_mask_dtype(const std::string& s) {
+  return lookup(kMaskDtypes, s);
+}
 
-int dtype_bytes(Dtype) { return 2; }
+int dtype_bytes(Dtype) {
+  return 2;
+}
 
-double Problem::scale() const { return 1.0 / std::sqrt(static_cast<double>(shape.D)); }
+double Problem::scale() const {
+  return 1.0 / std::sqrt(static_cast<double>(shape.D));
+}
 
 double Problem::pairs() const {
   const int64_t nq = shape.Nq, nkv = shape.Nkv;
@@ -60,7 +84,8 @@ double Problem::pairs() const {
   const int64_t lo = std::max<int64_t>(0, -shift);
   const int64_t hi = std::min<int64_t>(nq, nkv - shift - 1);  // exclusive
   if (hi > lo) {
-    const double a = static_cast<double>(lo + shift + 1), b = static_cast<double>(hi - 1 + shift + 1);
+    const double a = static_cast<double>(lo + shift + 1),
+                 b = static_cast<double>(hi - 1 + shift + 1);
     total += (a + b) * static_cast<double>(hi - lo) / 2.0;
   }
   const int64_t full_from = std::max<int64_t>(lo, hi);  // rows seeing all Nkv keys
@@ -76,10 +101,14 @@ double Problem::flops(Pass pass) const {
 
 int64_t Problem::mask_elems() const {
   switch (mask) {
-    case MaskKind::none: return 0;
-    case MaskKind::key: return shape.Nkv;
-    case MaskKind::query_key: return shape.Nq * shape.Nkv;
-    case MaskKind::full: return shape.B * shape.Hq * shape.Nq * shape.Nkv;
+    case MaskKind::none:
+      return 0;
+    case MaskKind::key:
+      return shape.Nkv;
+    case MaskKind::query_key:
+      return shape.Nq * shape.Nkv;
+    case MaskKind::full:
+      return shape.B * shape.Hq * shape.Nq * shape.Nkv;
   }
   return 0;
 }

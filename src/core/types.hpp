@@ -13,7 +13,8 @@ enum class Pass { fwd, bwd };
 // bottom_right: query r sees keys k <= r + Nkv - Nq (the seed's and FA's convention).
 // top_left: query r sees keys k <= r (PyTorch SDPA's convention).
 enum class Causal { none, bottom_right, top_left };
-// Additive bias broadcast shapes: key = [1,1,1,Nkv], query_key = [1,1,Nq,Nkv], full = [B,Hq,Nq,Nkv].
+// Additive bias broadcast shapes: key = [1,1,1,Nkv], query_key = [1,1,Nq,Nkv], full =
+// [B,Hq,Nq,Nkv].
 enum class MaskKind { none, key, query_key, full };
 // fp32, or the same dtype as q/k/v.
 enum class MaskDtype { fp32, input };

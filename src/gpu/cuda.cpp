@@ -34,8 +34,12 @@ bool available() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-MemoryStats memory_stats() { return {g_current.load(), g_peak.load()}; }
-void reset_peak_memory() { g_peak.store(g_current.load()); }
+MemoryStats memory_stats() {
+  return {g_current.load(), g_peak.load()};
+}
+void reset_peak_memory() {
+  g_peak.store(g_current.load());
+}
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
@@ -50,7 +54,9 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   account(static_cast<int64_t>(bytes));
 }
 
-DeviceBuffer::~DeviceBuffer() { release(); }
+DeviceBuffer::~DeviceBuffer() {
+  release();
+}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
@@ -69,17 +75,25 @@ void DeviceBuffer::release() {
   bytes_ = 0;
 }
 
-Stream::Stream() { FFPA_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+Stream::Stream() {
+  FFPA_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
 Stream::~Stream() {
   if (stream_) cudaStreamDestroy(stream_);
 }
-void Stream::sync() const { FFPA_CUDA(cudaStreamSynchronize(stream_)); }
+void Stream::sync() const {
+  FFPA_CUDA(cudaStreamSynchronize(stream_));
+}
 
-Event::Event() { FFPA_CUDA(cudaEventCreate(&event_)); }
+Event::Event() {
+  FFPA_CUDA(cudaEventCreate(&event_));
+}
 Event::~Event() {
   if (event_) cudaEventDestroy(event_);
 }
-void Event::record(cudaStream_t s) const { FFPA_CUDA(cudaEventRecord(event_, s)); }
+void Event::record(cudaStream_t s) const {
+  FFPA_CUDA(cudaEventRecord(event_, s));
+}
 float Event::since(const Event& start) const {
   float ms = 0;
   FFPA_CUDA(cudaEventElapsedTime(&ms, start.event_, event_));

@@ -14,9 +14,9 @@ namespace ffpa::gpu {
 
 [[noreturn]] void fail(cudaError_t err, const char* expr, const char* file, int line);
 
-#define FFPA_CUDA(expr)                                                        \
-  do {                                                                         \
-    cudaError_t ffpa_err_ = (expr);                                            \
+#define FFPA_CUDA(expr)                                                                    \
+  do {                                                                                     \
+    cudaError_t ffpa_err_ = (expr);                                                        \
     if (ffpa_err_ != cudaSuccess) ::ffpa::gpu::fail(ffpa_err_, #expr, __FILE__, __LINE__); \
   } while (0)
 
@@ -97,7 +97,7 @@ struct DeviceInfo {
   int64_t global_mem_bytes = 0;
   int smem_per_block_optin = 0;
   int regs_per_sm = 0;
-  int max_clock_mhz = 0;    // default (boost) SM clock reported by the driver
+  int max_clock_mhz = 0;  // default (boost) SM clock reported by the driver
   int memory_clock_mhz = 0;
   int memory_bus_bits = 0;
   int driver_version = 0;   // cudaDriverGetVersion

@@ -1,12 +1,12 @@
 #include "runner/runner.hpp"
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <limits>
-#include <unistd.h>
 
 #include "core/build_info.hpp"
 #include "core/error.hpp"
@@ -93,7 +93,9 @@ class Executor {
         timer_(dev, opts.timing),
         tune_timer_(dev, tuning_timing(opts.timing)),
         cache_(TuningCache::load(opts.tuning_cache.empty() ? default_tuning_cache_path()
-                                                           : opts.tuning_cache)) {}
+                                                           : opts.tuning_cache)) {
+    if (!cache_.warning().empty()) obs_.on_log(0, cache_.warning());
+  }
 
   Row run_item(const PlanItem& item, const std::vector<Variant*>& variants,
                const std::vector<Baseline*>& baselines) {
@@ -102,10 +104,17 @@ class Executor {
     std::unique_ptr<Reference> ref;
     try {
       tensors = std::make_unique<AttnTensors>(item.problem, item.pass);
-      if (item.pass == Pass::bwd) prepare_backward_inputs(*tensors);
-      if (opts_.check) ref = std::make_unique<Reference>(compute_reference(*tensors, item.pass));
+      // The backward of every implementation starts from the same forward results: the fp32
+      // reference's o (rounded to the input dtype) and lse.
+      if (opts_.check || item.pass == Pass::bwd) {
+        const Pass ref_pass = opts_.check ? item.pass : Pass::fwd;
+        ref = std::make_unique<Reference>(compute_reference(*tensors, ref_pass));
+        if (item.pass == Pass::bwd) write_forward_outputs(*tensors, *ref);
+        if (!opts_.check) ref.reset();
+      }
     } catch (const RunError& e) {
-      skip_all(row, variants, baselines, std::string("inputs or reference do not fit: ") + e.what());
+      skip_all(row, variants, baselines,
+               std::string("inputs or reference do not fit: ") + e.what());
       return row;
     }
     for (Variant* v : variants) {
@@ -113,7 +122,8 @@ class Executor {
       Measurement m = run_variant(*v, item, *tensors, ref.get());
       if (!row.ffpa || better(m, *row.ffpa)) row.ffpa = std::move(m);
     }
-    for (Baseline* b : baselines) row.baselines.push_back(run_baseline(*b, item, *tensors, ref.get()));
+    for (Baseline* b : baselines)
+      row.baselines.push_back(run_baseline(*b, item, *tensors, ref.get()));
     return row;
   }
 
@@ -195,11 +205,14 @@ class Executor {
         candidates = {hit->knobs};
         m.config_source = "cache";
       } else {
+        for (const auto& why : cache_.stale(key)) log(1, v.name() + ": " + why);
         candidates = {v.default_knobs(p)};
         m.config_source = "default";
       }
     } else {
       const Grid grid = load_variant_grid(v.name(), grids_dir());
+      if (Support same = check_grid_matches(grid, v.knob_names()); !same.ok())
+        throw InputError(grid.file, "/knobs", same.reason);
       candidates = grid_points(grid, opts_.tune);
       m.config_source = "tuned";
     }
@@ -301,7 +314,9 @@ std::string version_string(int v) {
 
 }  // namespace
 
-Registry Registry::make() { return {make_variants(), make_baselines()}; }
+Registry Registry::make() {
+  return {make_variants(), make_baselines()};
+}
 
 std::vector<Baseline*> selected_baselines(const Registry& reg, BaselineMode mode) {
   std::vector<Baseline*> out;
@@ -314,7 +329,8 @@ std::vector<Baseline*> selected_baselines(const Registry& reg, BaselineMode mode
   return out;
 }
 
-std::vector<Variant*> selected_variants(const Registry& reg, const std::vector<std::string>& names) {
+std::vector<Variant*> selected_variants(const Registry& reg,
+                                        const std::vector<std::string>& names) {
   std::vector<Variant*> out;
   for (const auto& v : reg.variants)
     if (names.empty() || std::find(names.begin(), names.end(), v->name()) != names.end())
@@ -325,9 +341,9 @@ std::vector<Variant*> selected_variants(const Registry& reg, const std::vector<s
     if (!known) {
       std::string valid;
       for (const auto& v : reg.variants) valid += (valid.empty() ? "" : ", ") + v->name();
-      throw InputError("command line", "--variant",
-                       "unknown variant '" + n + "' (registered: " +
-                           (valid.empty() ? "none" : valid) + ")");
+      throw InputError(
+          "command line", "--variant",
+          "unknown variant '" + n + "' (registered: " + (valid.empty() ? "none" : valid) + ")");
     }
   }
   return out;
