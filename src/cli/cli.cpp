@@ -164,7 +164,6 @@ struct Parser {
       : app(description, name) {
     app.set_version_flag("--version",
                          std::string("ffpa-bench ") + tool_version() + " (" + build_commit() + ")");
-    app.failure_message(CLI::FailureMessage::simple);
   }
 
   // Returns false after --help or --version (already printed).
