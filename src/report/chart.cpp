@@ -1,7 +1,6 @@
 #include "report/chart.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -69,13 +68,6 @@ std::string tick_label(double v, double step) {
 }
 
 }  // namespace
-
-std::string chart_stem(const Results& res) {
-  std::string dev = res.env.gpu.empty() ? "unknown" : res.env.gpu;
-  for (char& c : dev)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
-  return "ffpa_" + dev + "_speedup";
-}
 
 Drawing chart_drawing(const Results& res) {
   const ShapeSummary shapes = summarize_shapes(res.rows);

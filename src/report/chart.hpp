@@ -16,8 +16,6 @@ namespace ffpa {
 // Bars carry ids "bar:<Row::key()>:speedup" (speedup chart) or "bar:<Row::key()>:<impl>"
 // (TFLOPS chart).
 Drawing chart_drawing(const Results&);
-// "ffpa_NVIDIA_H200_speedup": the seed's file name stem, GPU name made file-name safe.
-std::string chart_stem(const Results&);
 void write_chart_png(const std::filesystem::path&, const Results&);
 void write_chart_svg(const std::filesystem::path&, const Results&);
 

@@ -3,8 +3,9 @@
 // apply (timing of a skipped measurement, speedup without both times) is empty.
 //
 // speedup_vs_<baseline> = that baseline's median / this line's median, one column per baseline
-// that appears anywhere in the results (1 on the baseline's own line). checks lists every tensor
-// check as "tensor=max_abs/bound" joined by ';'.
+// that appears anywhere in the results (1 on the baseline's own line). worst_tensor is the check
+// with the largest max_abs / bound; checks lists every tensor check as "tensor=max_abs/bound"
+// joined by ';'.
 #pragma once
 
 #include <string>

@@ -316,14 +316,14 @@ Results results_from_json(const nlohmann::json& j, const std::string& file) {
 Results load_results(const std::filesystem::path& path) {
   const std::string file = path.string();
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(file, "", "cannot open: " + errno_text());
+  if (!in) throw InputError(file, "/", "cannot open: " + errno_text());
   std::ostringstream text;
   text << in.rdbuf();
   json j;
   try {
     j = json::parse(text.str());
   } catch (const json::parse_error& e) {
-    throw InputError(file, "", std::string("not valid JSON: ") + e.what());
+    throw InputError(file, "/", std::string("not valid JSON: ") + e.what());
   }
   return results_from_json(j, file);
 }
