@@ -15,6 +15,7 @@
 #include "report/chart.hpp"
 #include "report/compare.hpp"
 #include "report/csv.hpp"
+#include "report/format.hpp"
 #include "report/markdown.hpp"
 #include "report/progress.hpp"
 #include "report/results_json.hpp"
@@ -42,14 +43,8 @@ std::string write_reports(const Results& r, const Options& o, const fs::path& di
   fs::create_directories(dir);
   const std::string stem = file_stem(r.env.gpu);
   const std::string md = render_markdown(r, o.baseline);
-  auto write = [](const fs::path& p, const std::string& text) {
-    std::FILE* f = std::fopen(p.c_str(), "wb");
-    if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size())
-      throw RunError("cannot write " + p.string());
-    std::fclose(f);
-  };
-  if (wants(o, "md")) write(dir / (stem + "_speedup.md"), md);
-  if (wants(o, "csv")) write(dir / (stem + "_results.csv"), render_csv(r));
+  if (wants(o, "md")) write_file_atomic(dir / (stem + "_speedup.md"), md);
+  if (wants(o, "csv")) write_file_atomic(dir / (stem + "_results.csv"), render_csv(r));
   if (wants(o, "png")) {
     write_chart_png(dir / (stem + "_speedup.png"), r);
     write_chart_svg(dir / (stem + "_speedup.svg"), r);
@@ -106,8 +101,9 @@ int run(const Options& opts) {
   std::cout << write_reports(results, opts, out);
   int failed = 0;
   for (const Row& row : results.rows) {
-    if (row.ffpa && row.ffpa->status == Status::failed) ++failed;
-    for (const auto& b : row.baselines) failed += b.status == Status::failed;
+    if (row.ffpa && (row.ffpa->status == Status::failed || correctness_failed(*row.ffpa))) ++failed;
+    for (const auto& b : row.baselines)
+      failed += b.status == Status::failed || correctness_failed(b);
   }
   if (failed) std::cerr << "ffpa-bench: " << failed << " measurement(s) failed\n";
   return failed ? 1 : 0;
