@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <random>
 
+#include "baselines/lt_gemm.hpp"
 #include "baselines/unfused.hpp"
+#include "baselines/unfused_kernels.hpp"
 #include "philox.cuh"
 #include "reference/cpu_reference.hpp"
 #include "reference/reference.hpp"
@@ -289,15 +291,42 @@ TEST_CASE("check_outputs fails a wrong, a NaN and an unwritten output", "[gpu][r
   CHECK(c.nonfinite == 1);
 }
 
+// Median milliseconds of `f` over 10 launches after 2 warmups, on the legacy stream.
+template <class F>
+double median_ms(F&& f) {
+  cudaEvent_t a, b;
+  FFPA_CUDA(cudaEventCreate(&a));
+  FFPA_CUDA(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int i = 0; i < 12; ++i) {
+    FFPA_CUDA(cudaEventRecord(a, nullptr));
+    f();
+    FFPA_CUDA(cudaEventRecord(b, nullptr));
+    FFPA_CUDA(cudaEventSynchronize(b));
+    float x = 0;
+    FFPA_CUDA(cudaEventElapsedTime(&x, a, b));
+    if (i >= 2) ms.push_back(x);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+Problem timing_problem(const char* name) {
+  Problem p;
+  p.case_name = name;
+  p.shape = {1, 32, 32, 8192, 8192, 512};
+  p.dtype = Dtype::bf16;
+  return p;
+}
+
 // The brief's timing shape: bf16, B=1, H=32, N=8192, D=512. Also checks the result there, which
 // exercises the reference's chunking at scale.
 TEST_CASE("unfused timing at D=512, N=8192", "[.][perf]") {
   auto unfused = make_unfused_baseline();
   for (Pass pass : {Pass::fwd, Pass::bwd}) {
-    Problem p;
-    p.case_name = "self";
-    p.shape = {1, 32, 32, 8192, 8192, 512};
-    p.dtype = Dtype::bf16;
+    const Problem p = timing_problem("self");
     AttnTensors t(p, pass);
     const Reference r = compute_reference(t, pass);
     if (pass == Pass::bwd) write_forward_outputs(t, r);
@@ -309,27 +338,68 @@ TEST_CASE("unfused timing at D=512, N=8192", "[.][perf]") {
       std::printf("check %s %s: max_abs %.3g bound %.3g rel_rms %.3g %s\n", to_string(pass).c_str(),
                   c.tensor.c_str(), c.max_abs, c.bound, c.rel_rms, c.pass ? "ok" : "FAIL");
     require_pass(checks, pass == Pass::fwd ? 2 : 3);
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    std::vector<float> ms;
-    for (int i = 0; i < 12; ++i) {
-      cudaEventRecord(a, nullptr);
-      op->launch(nullptr);
-      cudaEventRecord(b, nullptr);
-      FFPA_CUDA(cudaEventSynchronize(b));
-      float x = 0;
-      cudaEventElapsedTime(&x, a, b);
-      if (i >= 2) ms.push_back(x);
-    }
-    std::sort(ms.begin(), ms.end());
-    const double med = ms[ms.size() / 2];
-    std::printf(
-        "unfused %s bf16 D=512 N=8192 H=32: median %.3f ms (min %.3f, max %.3f), %.1f TFLOPS, "
-        "extra %.2f GiB\n",
-        to_string(pass).c_str(), med, ms.front(), ms.back(), p.flops(pass) / (med * 1e9),
-        op->extra_bytes() / double(1 << 30));
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
   }
+  // Timings of the default cases' features at the same shape.
+  struct Variant {
+    const char* name;
+    Causal causal;
+    MaskKind mask;
+    double dropout;
+    int64_t hkv;
+  };
+  const Variant vs[] = {{"self", Causal::none, MaskKind::none, 0, 32},
+                        {"gqa", Causal::none, MaskKind::none, 0, 8},
+                        {"causal", Causal::bottom_right, MaskKind::none, 0, 32},
+                        {"key-bias", Causal::none, MaskKind::key, 0, 32},
+                        {"dropout", Causal::none, MaskKind::none, 0.1, 32}};
+  for (const Variant& v : vs)
+    for (Pass pass : {Pass::fwd, Pass::bwd}) {
+      Problem p = timing_problem(v.name);
+      p.causal = v.causal;
+      p.mask = v.mask;
+      p.dropout = v.dropout;
+      p.shape.Hkv = v.hkv;
+      AttnTensors t(p, pass);
+      auto op = unfused->bind(p, pass, t);
+      const double ms = median_ms([&] { op->launch(nullptr); });
+      std::printf("unfused %-8s %s bf16 D=512 N=8192 H=32: %.3f ms, %.1f TFLOPS, extra %.2f GiB\n",
+                  v.name, to_string(pass).c_str(), ms, p.flops(pass) / (ms * 1e9),
+                  op->extra_bytes() / double(1 << 30));
+    }
+}
+
+// Where the forward's time goes: each stage alone, same buffers and plans as the baseline.
+TEST_CASE("unfused forward stages at D=512, N=8192", "[.][perf]") {
+  const Problem p = timing_problem("self");
+  AttnTensors t(p, Pass::fwd);
+  const int64_t N = 8192, D = 512, H = 32;
+  gpu::DeviceBuffer s(H * N * N * 2), ws(kGemmWorkspaceBytes);
+  auto desc = [&](int64_t M, int64_t n, int64_t K, bool tb, int64_t lda, int64_t sa, int64_t ldb,
+                  int64_t sb, int64_t ldc, int64_t sc) {
+    GemmDesc d;
+    d.M = M, d.N = n, d.K = K, d.batch = H, d.trans_b = tb;
+    d.lda = lda, d.ldb = ldb, d.ldc = ldc, d.stride_a = sa, d.stride_b = sb, d.stride_c = sc;
+    return d;
+  };
+  const GemmTuneArgs qa{t.q.get(), t.k.get(), s.get(), 1.f, 0.f};
+  Gemm qk(desc(N, N, D, true, D, N * D, D, N * D, N, N * N), ws.get(), kGemmWorkspaceBytes, &qa);
+  const GemmTuneArgs pa{s.get(), t.v.get(), t.o.get(), 1.f, 0.f};
+  Gemm pv(desc(N, D, N, false, N, N * N, D, N * D, D, N * D), ws.get(), kGemmWorkspaceBytes, &pa);
+  SoftmaxFwdArgs a{};
+  a.g = RowGeometry{0, H * N, N, static_cast<int>(H), static_cast<int>(N), static_cast<int>(N), 0};
+  a.elem = Elem::bf16;
+  a.s = s.get();
+  a.lse = t.lse.as<float>();
+  const double g1 = median_ms([&] { qk.run(t.q.get(), t.k.get(), s.get(), 0.04f, 0.f, nullptr); });
+  const double sm = median_ms([&] { softmax_fwd(a, nullptr); });
+  a.drop = DropoutArgs{0.1f, 1, 0};
+  a.drop_into_s = 1;
+  const double smd = median_ms([&] { softmax_fwd(a, nullptr); });
+  const double g2 = median_ms([&] { pv.run(s.get(), t.v.get(), t.o.get(), 1.f, 0.f, nullptr); });
+  const double gemm_tf = 2.0 * H * N * N * D / 1e9;
+  const double bytes = 2.0 * H * N * N * 2;
+  std::printf(
+      "stage QK^T GEMM %.3f ms (%.0f TFLOPS); softmax %.3f ms (%.2f TB/s), with dropout "
+      "%.3f ms; PV GEMM %.3f ms (%.0f TFLOPS)\n",
+      g1, gemm_tf / g1, sm, bytes / sm / 1e9, smd, g2, gemm_tf / g2);
 }

@@ -1,6 +1,9 @@
 #include "baselines/lt_gemm.hpp"
 
+#include <algorithm>
 #include <string>
+
+#include "gpu/cuda.hpp"
 
 #include "core/error.hpp"
 
@@ -62,7 +65,7 @@ int common_alignment(const void* p, std::initializer_list<int64_t> bytes) {
 
 // cuBLASLt is column-major: row-major C = A B is column-major C^T = B^T A^T, so cuBLASLt's A is
 // our B and its B is our A, each stored buffer read with swapped rows and columns.
-Gemm::Gemm(const GemmDesc& d, void* workspace, size_t workspace_bytes)
+Gemm::Gemm(const GemmDesc& d, void* workspace, size_t workspace_bytes, const GemmTuneArgs* tune)
     : ws_(workspace), ws_bytes_(workspace_bytes) {
   check(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
   const cublasOperation_t ta = d.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -88,10 +91,11 @@ Gemm::Gemm(const GemmDesc& d, void* workspace, size_t workspace_bytes)
        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
-  cublasLtMatmulHeuristicResult_t res{};
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t res[kCandidates] = {};
   int found = 0;
-  const cublasStatus_t s =
-      cublasLtMatmulAlgoGetHeuristic(handle(), op_, la_, lb_, lc_, lc_, pref, 1, &res, &found);
+  const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle(), op_, la_, lb_, lc_, lc_, pref,
+                                                          tune ? kCandidates : 1, res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
     release();
@@ -99,7 +103,43 @@ Gemm::Gemm(const GemmDesc& d, void* workspace, size_t workspace_bytes)
                    std::to_string(d.N) + "x" + std::to_string(d.K) + " GEMM (batch " +
                    std::to_string(d.batch) + ")");
   }
-  algo_ = res.algo;
+  algo_ = res[0].algo;
+  if (tune && found > 1) algo_ = fastest(res, found, *tune);
+}
+
+// Median of 3 timed runs per candidate, after one warmup; candidates that fail are skipped.
+cublasLtMatmulAlgo_t Gemm::fastest(const cublasLtMatmulHeuristicResult_t* res, int n,
+                                   const GemmTuneArgs& t) {
+  cudaEvent_t e0, e1;
+  FFPA_CUDA(cudaEventCreate(&e0));
+  FFPA_CUDA(cudaEventCreate(&e1));
+  cublasLtMatmulAlgo_t best = res[0].algo;
+  float best_ms = 0;
+  for (int i = 0; i < n; ++i) {
+    if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    algo_ = res[i].algo;
+    auto once = [&] {
+      return cublasLtMatmul(handle(), op_, &t.alpha, t.b, la_, t.a, lb_, &t.beta, t.c, lc_, t.c,
+                            lc_, &algo_, ws_, ws_bytes_, nullptr);
+    };
+    if (once() != CUBLAS_STATUS_SUCCESS) continue;
+    float ms[3];
+    for (float& m : ms) {
+      FFPA_CUDA(cudaEventRecord(e0, nullptr));
+      once();
+      FFPA_CUDA(cudaEventRecord(e1, nullptr));
+      FFPA_CUDA(cudaEventSynchronize(e1));
+      FFPA_CUDA(cudaEventElapsedTime(&m, e0, e1));
+    }
+    std::sort(ms, ms + 3);
+    if (best_ms == 0 || ms[1] < best_ms) {
+      best_ms = ms[1];
+      best = res[i].algo;
+    }
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return best;
 }
 
 Gemm::~Gemm() {

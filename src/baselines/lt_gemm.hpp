@@ -25,10 +25,20 @@ struct GemmDesc {
 // Largest power of two <= 16 dividing the address and every byte count given.
 int common_alignment(const void* p, std::initializer_list<int64_t> bytes);
 
+// Operands for timing candidate algorithms at construction; C is overwritten.
+struct GemmTuneArgs {
+  const void* a;
+  const void* b;
+  void* c;
+  float alpha, beta;
+};
+
 class Gemm {
  public:
-  // Throws RunError when cuBLASLt has no algorithm for the description.
-  Gemm(const GemmDesc&, void* workspace, size_t workspace_bytes);
+  // Throws RunError when cuBLASLt has no algorithm for the description. With `tune`, times the
+  // heuristic's top candidates on those operands and keeps the fastest; else takes its first.
+  Gemm(const GemmDesc&, void* workspace, size_t workspace_bytes,
+       const GemmTuneArgs* tune = nullptr);
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
@@ -36,6 +46,7 @@ class Gemm {
 
  private:
   void release();
+  cublasLtMatmulAlgo_t fastest(const cublasLtMatmulHeuristicResult_t*, int n, const GemmTuneArgs&);
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};

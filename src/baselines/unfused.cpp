@@ -62,8 +62,10 @@ class UnfusedOp : public Op {
     qk_ = plan(Mg, s.Nkv, D, G, false, true, t.q.get(), D, Mg * D, t.k.get(), D, s.Nkv * D,
                s_.get(), ld, Mg * ld);
     // O = P V, and dQ = scale * dS K: [Mg, D].
+    // (Candidate algorithms are timed at bind: in the backward they write the own O, never the
+    // forward results the tensors hold for other implementations.)
     pv_ = plan(Mg, D, s.Nkv, G, false, false, s_.get(), ld, Mg * ld, t.v.get(), D, s.Nkv * D,
-               t.o.get(), D, Mg * D);
+               bwd ? o_.get() : t.o.get(), D, Mg * D);
     if (bwd) {
       // dV = Pd^T dO and dK = scale * dS^T Q: [Nkv, D], summed over the group's Mg rows.
       tn_ = plan(s.Nkv, D, Mg, G, true, false, s_.get(), ld, Mg * ld, t.q.get(), D, Mg * D,
@@ -98,7 +100,7 @@ class UnfusedOp : public Op {
  private:
   std::unique_ptr<Gemm> plan(int64_t M, int64_t N, int64_t K, int64_t batch, bool ta, bool tb,
                              const void* A, int64_t lda, int64_t sa, const void* B, int64_t ldb,
-                             int64_t sb, const void* C, int64_t ldc, int64_t sc) {
+                             int64_t sb, void* C, int64_t ldc, int64_t sc) {
     GemmDesc d;
     d.ab = d.c = input_elem(p_.dtype);
     d.M = M;
@@ -118,7 +120,8 @@ class UnfusedOp : public Op {
     d.align =
         std::min({common_alignment(A, {lda * 2, sa * 2}), common_alignment(B, {ldb * 2, sb * 2}),
                   common_alignment(C, {ldc * 2, sc * 2})});
-    return std::make_unique<Gemm>(d, ws_.get(), kGemmWorkspaceBytes);
+    const GemmTuneArgs tune{A, B, C, 1.f, 0.f};
+    return std::make_unique<Gemm>(d, ws_.get(), kGemmWorkspaceBytes, &tune);
   }
 
   // S -> softmax -> O. into_s: dropout applied to S itself (forward); pd: dropped copy (bind).
