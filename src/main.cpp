@@ -11,6 +11,7 @@
 #include "cli/listing.hpp"
 #include "cli/options.hpp"
 #include "core/error.hpp"
+#include "core/paths.hpp"
 #include "plan/plan.hpp"
 #include "report/chart.hpp"
 #include "report/compare.hpp"

@@ -5,6 +5,7 @@
 #include "baselines/unfused.hpp"
 #include "cases/cases.hpp"
 #include "core/error.hpp"
+#include "core/paths.hpp"
 
 namespace ffpa {
 namespace {
@@ -67,14 +68,15 @@ int64_t tensor_bytes(const Problem& p, Pass pass) {
 }
 
 Plan make_plan(const Options& o) {
-  const CaseFile cf = load_case_file(o.config);
+  const std::string config = find_data_path(o.config);
+  const CaseFile cf = load_case_file(config);
   const std::vector<const CaseSpec*> cases = select_cases(o, cf);
   std::vector<Pass> passes;
   if (o.fwd) passes.push_back(Pass::fwd);
   if (o.bwd) passes.push_back(Pass::bwd);
 
   Plan plan;
-  plan.config_file = o.config;
+  plan.config_file = config;
   for (const SweepPoint& point : sweep_points(o, cf.defaults))
     for (const CaseSpec* c : cases)
       for (Dtype dtype : o.dtypes.empty() ? c->dtypes : o.dtypes) {

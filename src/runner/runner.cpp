@@ -5,11 +5,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
-#include <filesystem>
 #include <limits>
 
 #include "core/build_info.hpp"
 #include "core/error.hpp"
+#include "core/paths.hpp"
 #include "reference/reference.hpp"
 #include "runner/tensors.hpp"
 #include "timing/timer.hpp"
@@ -51,23 +51,6 @@ void poison_outputs(AttnTensors& t, Pass pass) {
     poison(t.dbias);
   }
 }
-
-}  // namespace
-
-std::string grids_dir() {
-  if (const char* env = std::getenv("FFPA_GRIDS_DIR")) return env;
-  if (std::filesystem::is_directory("configs/grids")) return "configs/grids";
-  std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    for (auto dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
-         dir = dir.parent_path())
-      if (std::filesystem::is_directory(dir / "configs/grids")) return dir / "configs/grids";
-  }
-  return "configs/grids";
-}
-
-namespace {
 
 Row make_row(const PlanItem& item) {
   Row r;

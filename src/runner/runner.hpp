@@ -37,10 +37,6 @@ std::vector<Baseline*> selected_baselines(const Registry&, BaselineMode);
 // Variants selected by --variant (all when empty); throws InputError for an unknown name.
 std::vector<Variant*> selected_variants(const Registry&, const std::vector<std::string>& names);
 
-// Where the tuning grids are: $FFPA_GRIDS_DIR, ./configs/grids, or configs/grids above the
-// executable (build/ffpa-bench -> configs/grids).
-std::string grids_dir();
-
 // Environment of this process: GPU, clocks, driver, runtime, cuDNN loaded, build, command line.
 Environment describe_environment(const gpu::DeviceInfo&, const Registry&, const Options&);
 
