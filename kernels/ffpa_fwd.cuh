@@ -60,7 +60,6 @@ static_assert(D % 8 == 0, "D must be a multiple of 8");
 static_assert(CW % 64 == 0 && BC % 64 == 0, "chunks are whole 64-column swizzled tiles");
 static_assert(RW % 16 == 0 && SN % 16 == 0 && VN % 16 == 0, "warp tiles are whole 16x16 pieces");
 static_assert(STAGES >= 2, "pipeline needs two stages");
-static_assert((BC * CW / 8) % NT == 0 && (BR * DP / 8) % NT == 0, "loads split evenly");
 
 // Shared tiles are [rows][64] bf16 pieces of 128-byte rows; the 16-byte granule is XOR-swizzled
 // with the row so that ldmatrix (8 rows, same granule) and cp.async hit distinct banks.
@@ -190,8 +189,9 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
   {
     const u16* qb = static_cast<const u16*>(p.q) + b * p.q_batch_stride;
 #pragma unroll
-    for (int it = 0; it < BR * DP / 8 / NT; ++it) {
+    for (int it = 0; it < (BR * DP / 8 + NT - 1) / NT; ++it) {
       const int idx = tid + it * NT;
+      if ((BR * DP / 8) % NT && idx >= BR * DP / 8) break;
       const int row = idx / (DP / 8), col = (idx % (DP / 8)) * 8;
       const int i = m0 + row;
       const bool ok = i < rows_total && col < D;
@@ -215,8 +215,9 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
       const long long rs = isv ? p.v_row_stride : p.k_row_stride;
       const u32 dst = sStage + (gi % STAGES) * STAGE_BYTES;
 #pragma unroll
-      for (int it = 0; it < BC * CW / 8 / NT; ++it) {
+      for (int it = 0; it < (BC * CW / 8 + NT - 1) / NT; ++it) {
         const int idx = tid + it * NT;
+        if ((BC * CW / 8) % NT && idx >= BC * CW / 8) break;
         const int row = idx / (CW / 8), col = (idx % (CW / 8)) * 8;
         const int key = j * BC + row, d = c * CW + col;
         const bool ok = key < p.Nkv && d < D;

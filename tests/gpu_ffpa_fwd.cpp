@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -193,9 +194,8 @@ Problem make(int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nkv, int64_
   return p;
 }
 
-void expect_close(const Problem& pr, const fwd::Config& cfg = {}) {
-  fwd::Config c = cfg;
-  if (c.Br == fwd::Config{}.Br && pr.shape.D > 512) c = fwd::default_config(pr);
+void expect_close(const Problem& pr, std::optional<fwd::Config> cfg = std::nullopt) {
+  const fwd::Config c = cfg ? *cfg : fwd::default_config(pr);
   const Outcome r = run_case(pr, c);
   INFO("D=" << pr.shape.D << " Nq=" << pr.shape.Nq << " Nkv=" << pr.shape.Nkv
             << " Hq=" << pr.shape.Hq << " Hkv=" << pr.shape.Hkv << " B=" << pr.shape.B
@@ -385,14 +385,15 @@ TEST_CASE("forward timings of the default cases", "[.][bench]") {
 
 TEST_CASE("forward timings over a grid", "[.][sweep]") {
   const Problem self = make(1, 32, 32, 8192, 8192, 512);
-  for (auto [br, bc, wm, wn, kd, st] : {std::array{64, 64, 2, 4, 64, 2},
-                                        {64, 64, 2, 4, 64, 3},
-                                        {64, 64, 2, 4, 64, 4},
-                                        {64, 64, 2, 4, 128, 2},
-                                        {64, 64, 2, 4, 128, 3},
-                                        {64, 128, 4, 4, 64, 3},
-                                        {64, 64, 4, 4, 64, 3},
-                                        {32, 64, 2, 4, 64, 4},
-                                        {64, 64, 1, 4, 128, 3}})
+  for (auto [br, bc, wm, wn, kd, st] :
+       {std::array{64, 64, 2, 4, 64, 3}, {64, 64, 2, 4, 128, 2}, {64, 64, 2, 4, 128, 3},
+        {64, 64, 2, 4, 128, 4}, {64, 64, 2, 4, 256, 2}, {64, 64, 4, 4, 64, 3},
+        {64, 64, 4, 4, 64, 4}, {64, 64, 4, 4, 128, 3}, {64, 64, 4, 2, 128, 3}})
     bench("sweep", self, fwd::Config{br, bc, wm, wn, kd, st, 0});
+}
+
+TEST_CASE("one mid-size run for the profiler", "[.][prof]") {
+  bench("prof", make(1, 32, 32, 4096, 4096, 512), fwd::Config{64, 64, 2, 4, 128, 3, 0});
+  bench("br32", make(1, 32, 32, 8192, 8192, 512), fwd::Config{32, 64, 2, 4, 128, 3, 0});
+  bench("br32wm1", make(1, 32, 32, 8192, 8192, 512), fwd::Config{32, 64, 1, 4, 128, 3, 0});
 }

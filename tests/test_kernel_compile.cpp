@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "gpu/nvrtc.hpp"
+#include "tuning/grid.hpp"
+#include "variants/ffpa_fwd.hpp"
 #include "support.hpp"
 #include "variants/ffpa_fwd_kernel.hpp"
 
@@ -100,7 +102,52 @@ TEST_CASE("the cubin cache returns what was compiled", "[nvrtc]") {
   CHECK(second.cached);
   CHECK(first.cubin == second.cubin);
   CHECK(second.info.at("ffpa_fwd_kernel").registers == first.info.at("ffpa_fwd_kernel").registers);
-  c.stages = 3;  // other options, other entry
+  c.stages = 2;  // other options, other entry
   CHECK_FALSE(fwd::compile(c, fwd::Features::of(p), "sm_80").cached);
   unsetenv("XDG_CACHE_HOME");
+}
+
+TEST_CASE("variant ffpa-fwd-sm80: grid file, support surface", "[nvrtc]") {
+  auto v = make_ffpa_fwd_sm80();
+  CHECK(v->name() == "ffpa-fwd-sm80");
+  CHECK(v->pass() == Pass::fwd);
+  const Grid g =
+      load_variant_grid(v->name(), (test::source_dir() / "configs" / "grids").string());
+  CHECK(check_grid_matches(g, v->knob_names()).ok());
+
+  gpu::DeviceInfo h200;
+  h200.sm_major = 9;
+  h200.sm_count = 132;
+  h200.smem_per_block_optin = 227 * 1024;
+  for (int D : {32, 64, 320, 512, 520, 1024}) {
+    Problem p = problem(D);
+    INFO("D=" << D);
+    CHECK(v->supports(p).ok());
+    CHECK(v->supports(p, v->default_knobs(p), h200).ok());
+  }
+  CHECK_FALSE(v->supports(problem(1032)).ok());
+  CHECK_FALSE(v->supports(problem(100)).ok());
+  Problem gqa = problem(512);
+  gqa.shape.Hkv = 5;
+  CHECK_FALSE(v->supports(gqa).ok());
+  gpu::DeviceInfo turing = h200;
+  turing.sm_major = 7;
+  CHECK_FALSE(v->supports(problem(512), v->default_knobs(problem(512)), turing).ok());
+  gpu::DeviceInfo small = h200;
+  small.smem_per_block_optin = 99 * 1024;  // sm_86/sm_89: resident Q of 64 x 512 + stages
+  const Support s = v->supports(problem(512), v->default_knobs(problem(512)), small);
+  CHECK_THAT(s.reason, Catch::Contains("shared memory"));
+}
+
+TEST_CASE("split-KV fills the GPU for decode only", "[nvrtc]") {
+  const fwd::Config c = fwd::default_config(problem(512));
+  Problem dec = problem(512);
+  dec.shape.Nq = 1;
+  CHECK(fwd::resolve_splits(c, dec, 132) == 4);  // 32 heads: 4 x 32 = 128 blocks
+  dec.shape.Hkv = 8;
+  CHECK(fwd::resolve_splits(c, dec, 132) == 16);  // q heads packed: 8 blocks
+  CHECK(fwd::resolve_splits(c, problem(512), 132) == 1);
+  fwd::Config fixed = c;
+  fixed.splits = 1000;
+  CHECK(fwd::resolve_splits(fixed, dec, 132) == 64);
 }

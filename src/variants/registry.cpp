@@ -3,11 +3,13 @@
 #include "baselines/unfused.hpp"
 
 #include "baselines/cudnn.hpp"
+#include "variants/ffpa_fwd.hpp"
 
 namespace ffpa {
 
 std::vector<std::unique_ptr<Variant>> make_variants() {
   std::vector<std::unique_ptr<Variant>> v;
+  v.push_back(make_ffpa_fwd_sm80());
   return v;
 }
 
