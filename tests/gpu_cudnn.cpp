@@ -183,8 +183,8 @@ void check_bwd(const Problem& p) {
   run(*op);
   const HostAttnOutputs ref = cpu_attention(p, host_inputs(t, true));
   INFO(p.case_name << " " << to_string(p.dtype) << " bwd via " << op->includes());
-  std::printf("%s %s bwd: %s\n", p.case_name.c_str(), to_string(p.dtype).c_str(),
-              op->includes().c_str());
+  std::printf("%s %s bwd, bias %s/%s: %s\n", p.case_name.c_str(), to_string(p.dtype).c_str(),
+              to_string(p.mask).c_str(), to_string(p.mask_dtype).c_str(), op->includes().c_str());
   CHECK(max_err(fetch(t.dq, io_type(p)), ref.dq) <= grad_tol(p, ref.dq));
   CHECK(max_err(fetch(t.dk, io_type(p)), ref.dk) <= grad_tol(p, ref.dk));
   CHECK(max_err(fetch(t.dv, io_type(p)), ref.dv) <= grad_tol(p, ref.dv));
@@ -359,16 +359,17 @@ TEST_CASE("cuDNN backward matches the reference at D <= 256", "[gpu][cudnn]") {
     }
   }
   SECTION("bias with dBias") {
-    for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full}) {
-      Problem p = make("bias", dt, {2, 2, 2, 128, 128, 64});
-      p.mask = m;
-      p.mask_dtype = MaskDtype::input;
-      try {
-        check_bwd(p);
-      } catch (const Unsupported& e) {
-        WARN("cuDNN refused " << to_string(m) << " bias backward: " << e.what());
+    for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
+      for (MaskDtype md : {MaskDtype::input, MaskDtype::fp32}) {
+        Problem p = make("bias", dt, {2, 2, 2, 128, 128, 64});
+        p.mask = m;
+        p.mask_dtype = md;
+        try {
+          check_bwd(p);
+        } catch (const Unsupported& e) {
+          WARN("cuDNN refused " << to_string(m) << " bias backward: " << e.what());
+        }
       }
-    }
   }
   SECTION("D=256") {
     check_bwd(make("D256", dt, {1, 2, 2, 128, 128, 256}));
@@ -395,6 +396,21 @@ TEST_CASE("a built graph is cached per problem and pass", "[gpu][cudnn]") {
               static_cast<long long>(op->extra_bytes()));
 }
 
+double median_ms(Op& op) {
+  for (int i = 0; i < 3; ++i) op.launch(stream());
+  gpu::Event start, stop;
+  std::vector<float> ms;
+  for (int i = 0; i < 10; ++i) {
+    start.record(stream());
+    op.launch(stream());
+    stop.record(stream());
+    FFPA_CUDA(cudaStreamSynchronize(stream()));
+    ms.push_back(stop.since(start));
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 // Timing sanity check against ANCHORS.md (bf16, B=1, H=32, N=8192): run explicitly with "[perf]".
 TEST_CASE("cuDNN timing at N=8192", "[.][perf]") {
   for (auto [d, pass] : {std::pair<int64_t, Pass>{512, Pass::fwd},
@@ -408,21 +424,10 @@ TEST_CASE("cuDNN timing at N=8192", "[.][perf]") {
       auto b = make_cudnn_baseline();
       if (pass == Pass::bwd) run(*b->bind(p, Pass::fwd, t));
       auto op = b->bind(p, pass, t);
-      for (int i = 0; i < 3; ++i) op->launch(stream());
-      gpu::Event start, stop;
-      std::vector<float> ms;
-      for (int i = 0; i < 10; ++i) {
-        start.record(stream());
-        op->launch(stream());
-        stop.record(stream());
-        FFPA_CUDA(cudaStreamSynchronize(stream()));
-        ms.push_back(stop.since(start));
-      }
-      std::sort(ms.begin(), ms.end());
-      const double med = ms[ms.size() / 2];
-      std::printf("PERF cudnn %s D=%lld causal=%s: median %.3f ms (min %.3f) = %.1f TFLOPS\n",
+      const double med = median_ms(*op);
+      std::printf("PERF cudnn %s D=%lld causal=%s: median %.3f ms = %.1f TFLOPS (%s)\n",
                   to_string(pass).c_str(), static_cast<long long>(d), to_string(c).c_str(), med,
-                  ms.front(), p.flops(pass) / (med * 1e9));
+                  p.flops(pass) / (med * 1e9), op->includes().c_str());
     }
   }
 }
