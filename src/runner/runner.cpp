@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/paths.hpp"
 #include "reference/reference.hpp"
+#include "runner/save_tensors.hpp"
 #include "runner/tensors.hpp"
 #include "timing/timer.hpp"
 #include "tuning/cache.hpp"
@@ -83,6 +84,7 @@ class Executor {
   Row run_item(const PlanItem& item, const std::vector<Variant*>& variants,
                const std::vector<Baseline*>& baselines) {
     Row row = make_row(item);
+    save_pending_ = !opts_.save_tensors.empty();
     std::unique_ptr<AttnTensors> tensors;
     std::unique_ptr<Reference> ref;
     try {
@@ -151,17 +153,22 @@ class Executor {
     if (opts_.verbose >= level) obs_.on_log(level, msg);
   }
 
-  // Checks one launch against the reference (outputs poisoned first), then times the op.
+  // One untimed launch into poisoned outputs is checked against the reference (and saved for
+  // --save-tensors, the first implementation of the row: FFPA when there is one); then timing.
   void check_and_time(Op& op, const PlanItem& item, AttnTensors& t, const Reference* ref,
                       Measurement& m) {
+    const cudaStream_t s = timer_.stream();
+    poison_outputs(t, item.pass);
+    op.launch(s);
+    gpu::check_launch(m.impl.c_str());
+    FFPA_CUDA(cudaStreamSynchronize(s));
     if (ref) {
-      const cudaStream_t s = timer_.stream();
-      poison_outputs(t, item.pass);
-      op.launch(s);
-      gpu::check_launch(m.impl.c_str());
-      FFPA_CUDA(cudaStreamSynchronize(s));
       m.checks = check_outputs(t, *ref, item.pass);
       m.checked = true;
+    }
+    if (save_pending_) {
+      log(0, "saved tensors to " + save_tensors(opts_.save_tensors, t, item.pass, m.impl));
+      save_pending_ = false;
     }
     m.timing = timer_.measure([&](cudaStream_t st) { op.launch(st); });
     m.tflops = item.flops / (m.timing.median_ms * 1e9);
@@ -282,6 +289,7 @@ class Executor {
   Timer timer_;
   Timer tune_timer_;
   TuningCache cache_;
+  bool save_pending_ = false;
 };
 
 std::string utc_now() {

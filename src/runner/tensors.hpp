@@ -10,9 +10,9 @@ namespace ffpa {
 
 struct AttnTensors {
   Problem problem;
-  gpu::DeviceBuffer q, k, v, bias;  // inputs ([B,H,N,D]; bias in its broadcast shape)
-  gpu::DeviceBuffer o, lse;         // forward outputs (also backward inputs)
-  gpu::DeviceBuffer dout;           // backward input: random, never ones
+  gpu::DeviceBuffer q, k, v, bias;      // inputs ([B,H,N,D]; bias in its broadcast shape)
+  gpu::DeviceBuffer o, lse;             // forward outputs (also backward inputs)
+  gpu::DeviceBuffer dout;               // backward input: random, never ones
   gpu::DeviceBuffer dq, dk, dv, dbias;  // backward outputs (dbias in the bias's own shape)
   uint64_t dropout_seed = 0, dropout_offset = 0;
 
