@@ -127,7 +127,7 @@ __device__ __forceinline__ void write_probs(const SoftmaxFwdArgs& a, T* srow, T*
     if (a.drop.p > 0 && j0 + k < a.g.Nkv)
       pd = ds.uniform(a.drop.offset + elem0 + j0 + k) > a.drop.p ? p * keep_scale : 0.f;
     out.e[k] = from_f<T>(a.drop_into_s ? pd : p);
-    outd.e[k] = from_f<T>(pd);
+    if (pdrow) outd.e[k] = from_f<T>(pd);
   }
   out.store(srow + j0);
   if (pdrow) outd.store(pdrow + j0);
@@ -266,32 +266,43 @@ __global__ void __launch_bounds__(kThreads) softmax_bwd_kernel(SoftmaxBwdArgs a)
   const long long elem0 = rp.row * a.g.Nkv;
   FfpaDropoutStream dstream;
   dstream.init(a.drop.seed);
-  for (int j0 = threadIdx.x * V; j0 < a.g.Nkv; j0 += kThreads * V) {
-    Vec<T> p, dp, pd;
-    if (j0 < nv) {
-      p.load(prow + j0);
-      dp.load(dsrow + j0);
-    }
-    float ds[V];
+  constexpr int U = 4;  // vectors loaded per thread before any is stored (in-place dS)
+  for (int base = threadIdx.x * V; base < a.g.Nkv; base += U * kThreads * V) {
+    Vec<T> p[U], dp[U];
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const int j = j0 + k;
-      float pv = 0, dpv = 0, mult = 1.f;
-      if (j < nv) {
-        pv = to_f(p.e[k]);
-        dpv = to_f(dp.e[k]);
+    for (int u = 0; u < U; ++u) {
+      const int j0 = base + u * kThreads * V;
+      if (j0 < nv) {
+        p[u].load(prow + j0);
+        dp[u].load(dsrow + j0);
       }
-      if (a.drop.p > 0 && j < a.g.Nkv)
-        mult = dstream.uniform(a.drop.offset + elem0 + j) > a.drop.p ? keep_scale : 0.f;
-      ds[k] = j < nv ? pv * (dpv * mult - delta) : 0.f;
-      dp.e[k] = from_f<T>(ds[k]);
-      pd.e[k] = from_f<T>(pv * mult);
     }
-    dp.store(dsrow + j0);
-    if (pdrow) pd.store(pdrow + j0);
-    if (a.dbias_full)
-      for (int k = 0; k < V && j0 + k < a.g.Nkv; ++k)
-        store_any(a.dbias_full, a.dbias_elem, elem0 + j0 + k, ds[k]);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j0 = base + u * kThreads * V;
+      if (j0 >= a.g.Nkv) continue;
+      Vec<T> out, pd;
+      float ds[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const int j = j0 + k;
+        float pv = 0, dpv = 0, mult = 1.f;
+        if (j < nv) {
+          pv = to_f(p[u].e[k]);
+          dpv = to_f(dp[u].e[k]);
+        }
+        if (a.drop.p > 0 && j < a.g.Nkv)
+          mult = dstream.uniform(a.drop.offset + elem0 + j) > a.drop.p ? keep_scale : 0.f;
+        ds[k] = j < nv ? pv * (dpv * mult - delta) : 0.f;
+        out.e[k] = from_f<T>(ds[k]);
+        if (pdrow) pd.e[k] = from_f<T>(pv * mult);
+      }
+      out.store(dsrow + j0);
+      if (pdrow) pd.store(pdrow + j0);
+      if (a.dbias_full)
+        for (int k = 0; k < V && j0 + k < a.g.Nkv; ++k)
+          store_any(a.dbias_full, a.dbias_elem, elem0 + j0 + k, ds[k]);
+    }
   }
 }
 

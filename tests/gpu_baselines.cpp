@@ -396,6 +396,18 @@ TEST_CASE("unfused forward stages at D=512, N=8192", "[.][perf]") {
   a.drop_into_s = 1;
   const double smd = median_ms([&] { softmax_fwd(a, nullptr); });
   const double g2 = median_ms([&] { pv.run(s.get(), t.v.get(), t.o.get(), 1.f, 0.f, nullptr); });
+  gpu::DeviceBuffer dp(H * N * N * 2);
+  FFPA_CUDA(cudaMemset(dp.get(), 0, dp.bytes()));
+  SoftmaxBwdArgs ba{};
+  ba.g = a.g;
+  ba.elem = Elem::bf16;
+  ba.p = s.get();
+  ba.ds = dp.get();
+  ba.o = t.o.get();
+  ba.dout = t.q.get();  // any [rows, D] data: only the traffic matters here
+  ba.D = static_cast<int>(D);
+  const double bw = median_ms([&] { softmax_bwd(ba, nullptr); });
+  std::printf("stage dS pass (backward) %.3f ms (%.2f TB/s)\n", bw, 3.0 * H * N * N * 2 / bw / 1e9);
   const double gemm_tf = 2.0 * H * N * N * D / 1e9;
   const double bytes = 2.0 * H * N * N * 2;
   std::printf(
