@@ -21,22 +21,11 @@ namespace cudnn {
 // changes the data (seed, bias scale, case name).
 std::string graph_key(const Problem&, Pass, bool with_dbias);
 
-// The bias tensor as cuDNN sees it: [1|B, 1|Hq, 1|Nq, Nkv], contiguous in that shape.
+// The bias buffer's shape, contiguous: [1|B, 1|Hq, 1|Nq, Nkv].
 std::array<int64_t, 4> bias_dims(const Problem&);
 
 // "9.19.0" from cudnnGetVersion()'s 91900 (cuDNN 9 encoding: major*10000 + minor*100 + patch).
 std::string version_string(size_t cudnn_get_version);
-
-// One way of expressing a problem to cuDNN. bind() tries the direct one first and the equivalent
-// ones only when cuDNN refuses it (or, for the key bias backward, gets it wrong).
-struct Formulation {
-  bool dbias = false;     // also compute dBias (backward with a bias)
-  bool band = false;      // bottom-right causal as a top-left band with right bound Nkv - Nq
-  bool expand_q = false;  // key bias declared [1,1,Nq,Nkv] with a zero row stride
-};
-
-// For tests: binds exactly one formulation, bypassing the cache. Throws Unsupported on refusal.
-std::unique_ptr<Op> bind_formulation(const Problem&, Pass, AttnTensors&, const Formulation&);
 
 // Why the cuDNN library cannot be loaded (dlopen's message), or empty when it is loaded.
 std::string load_error();

@@ -5,7 +5,6 @@
 #include <cudnn_frontend.h>
 #include <dlfcn.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -44,8 +43,15 @@ enum Uid : int64_t {
   kDQ,
   kDK,
   kDV,
-  kDBias,
-  kDBiasRows
+  kDBias
+};
+
+// One way of expressing a problem to cuDNN: the direct one first, the equivalent ones only when
+// cuDNN refuses it (or, for the key bias backward, gets it wrong).
+struct Formulation {
+  bool dbias = false;     // also compute dBias (backward with a bias)
+  bool band = false;      // bottom-right causal as a top-left band with right bound Nkv - Nq
+  bool expand_q = false;  // key bias declared [1,1,Nq,Nkv] with a zero row stride
 };
 
 // Seed and offset are device int64 scalars; each gets its own 16-byte slot.
@@ -57,14 +63,14 @@ std::vector<int64_t> contiguous(const std::vector<int64_t>& dims) {
   return s;
 }
 
-std::string describe(const Formulation& a, bool key_bias, bool want_dbias,
-                     const std::string& dbias_reason) {
+constexpr const char* kKeyDbias = "cuDNN 9.19's [1,1,1,Nkv] dBias fails the reference check";
+
+std::string describe(const Formulation& a, bool want_dbias, const std::string& dbias_reason) {
   std::string s;
   auto add = [&](const std::string& x) { s += (s.empty() ? "" : "; ") + x; };
   if (a.band) add("bottom-right causal as a top-left band (right bound Nkv-Nq)");
   if (a.expand_q) add("key bias declared [1,1,Nq,Nkv] with row stride 0");
-  if (a.dbias && key_bias) add("dBias as [1,1,Nq,Nkv] rows summed by a second cuDNN graph");
-  if (want_dbias && !a.dbias) add("no dBias, cuDNN: " + dbias_reason);
+  if (want_dbias && !a.dbias) add("no dBias: " + dbias_reason);
   return s;
 }
 
@@ -72,9 +78,6 @@ struct Entry {
   std::shared_ptr<fe::graph::Graph> graph;  // null when cuDNN refused every attempt
   int64_t workspace = 0;
   bool dbias = false;
-  // Key bias dBias: the backward writes per-row dBias [1,1,Nq,Nkv] here, `sum_rows` reduces it.
-  std::shared_ptr<fe::graph::Graph> sum_rows;
-  int64_t rows_bytes = 0;
   std::string note;     // how the problem was expressed, when not directly
   std::string refused;  // cuDNN's reasons, when graph is null
 };
@@ -92,7 +95,11 @@ std::string finish(fe::graph::Graph& g, cudnnHandle_t h, int64_t& workspace) {
   if (e.is_good()) e = g.build_plans();
   if (e.is_good()) e = g.get_workspace_size(workspace);
   if (e.is_good()) return {};
-  const std::string m = message(e);
+  // cuDNN appends the failing engine configs as JSON on further lines; the first line is the
+  // reason.
+  std::string m = message(e);
+  m = m.substr(0, m.find('\n'));
+  while (!m.empty() && (m.back() == '_' || m.back() == ' ')) m.pop_back();
   return m.empty() ? "cuDNN refused the graph (no reason given)" : m;
 }
 
@@ -175,12 +182,8 @@ std::string try_build(const Problem& p, Pass pass, const Formulation& a, cudnnHa
     if (bias) {
       o.set_bias(bias);
       if (a.dbias) {
-        // cuDNN 9.19 builds a dBias reduced over the query rows ([1,1,1,Nkv]) but gets it wrong
-        // (gpu_cudnn caught it), while [1,1,Nq,Nkv] comes out right: take that, sum it after.
-        const bool rows = p.mask == MaskKind::key;
-        const TensorPtr db = rows ? tensor("dBiasRows", kDBiasRows, {1, 1, s.Nq, s.Nkv})
-                                  : tensor("dBias", kDBias, bias_native);
-        db->set_data_type(rows ? io : bias_type).set_output(true);
+        const TensorPtr db = tensor("dBias", kDBias, bias_native);
+        db->set_data_type(bias_type).set_output(true);
         o.set_dbias(db);
       }
     }
@@ -196,36 +199,6 @@ std::string try_build(const Problem& p, Pass pass, const Formulation& a, cudnnHa
   out.graph = std::move(g);
   out.workspace = ws;
   out.dbias = a.dbias && bias;
-  if (out.dbias && p.mask == MaskKind::key) {
-    auto r = std::make_shared<fe::graph::Graph>();
-    r->set_io_data_type(io)
-        .set_intermediate_data_type(fe::DataType_t::FLOAT)
-        .set_compute_data_type(fe::DataType_t::FLOAT);
-    const std::vector<int64_t> rd{1, 1, s.Nq, s.Nkv};
-    auto rows = r->tensor(fe::graph::Tensor_attributes()
-                              .set_name("dBiasRows")
-                              .set_uid(kDBiasRows)
-                              .set_dim(rd)
-                              .set_stride(contiguous(rd))
-                              .set_data_type(io));
-    auto sum = r->reduction(rows, fe::graph::Reduction_attributes()
-                                      .set_name("sum_rows")
-                                      .set_mode(fe::ReductionMode_t::ADD)
-                                      .set_compute_data_type(fe::DataType_t::FLOAT));
-    sum->set_output(true)
-        .set_uid(kDBias)
-        .set_dim(bias_native)
-        .set_stride(contiguous(bias_native))
-        .set_data_type(bias_type);
-    int64_t rws = 0;
-    if (std::string why = finish(*r, h, rws); !why.empty()) {
-      out.graph.reset();
-      return "dBias row sum: " + why;
-    }
-    out.sum_rows = std::move(r);
-    out.workspace = std::max(ws, rws);
-    out.rows_bytes = s.Nq * s.Nkv * dtype_bytes(p.dtype);
-  }
   return {};
 }
 
@@ -233,11 +206,13 @@ std::string try_build(const Problem& p, Pass pass, const Formulation& a, cudnnHa
 std::vector<Formulation> attempts(const Problem& p, Pass pass, bool want_dbias) {
   std::vector<bool> dbias{want_dbias}, band{false}, expand{false};
   if (want_dbias) dbias.push_back(false);
+  if (pass == Pass::bwd && p.mask == MaskKind::key) dbias = {false};
   if (p.causal == Causal::bottom_right && p.shape.Nkv > p.shape.Nq) band.push_back(true);
   if (p.mask == MaskKind::key && p.shape.Nq > 1) {
     // cuDNN 9.19's backward builds with a [1,1,1,Nkv] bias but computes wrong gradients from it
     // (gpu_cudnn caught it); the [1,1,Nq,Nkv] declaration with row stride 0 (what PyTorch
-    // passes) is read correctly.
+    // passes) is read correctly. Its dBias reduced to [1,1,1,Nkv] is wrong in both forms, and a
+    // second graph summing a [1,1,Nq,Nkv] dBias finds no engine: the key bias gets no dBias.
     expand = pass == Pass::bwd ? std::vector<bool>{true} : std::vector<bool>{false, true};
   }
   std::vector<Formulation> out;
@@ -250,14 +225,14 @@ std::vector<Formulation> attempts(const Problem& p, Pass pass, bool want_dbias) 
 Entry build(const Problem& p, Pass pass, bool want_dbias, cudnnHandle_t h) {
   Entry e;
   std::vector<std::string> reasons;
-  std::string dbias_reason;
+  std::string dbias_reason = pass == Pass::bwd && p.mask == MaskKind::key ? kKeyDbias : "";
   for (const Formulation& a : attempts(p, pass, want_dbias)) {
     const std::string why = try_build(p, pass, a, h, e);
     if (why.empty()) {
-      e.note = describe(a, p.mask == MaskKind::key, want_dbias, dbias_reason);
+      e.note = describe(a, want_dbias, dbias_reason);
       return e;
     }
-    if (a.dbias && dbias_reason.empty()) dbias_reason = why;
+    if (a.dbias && dbias_reason.empty()) dbias_reason = "cuDNN: " + why;
     bool seen = false;
     for (const auto& r : reasons) seen = seen || r == why;
     if (!seen) reasons.push_back(why);
@@ -335,19 +310,12 @@ class CudnnOp : public Op {
       bind(kDQ, t.dq);
       bind(kDK, t.dk);
       bind(kDV, t.dv);
-      if (e_->sum_rows) {
-        rows_ = gpu::DeviceBuffer(static_cast<size_t>(e_->rows_bytes));
-        pack_[kDBiasRows] = rows_.get();
-        sum_pack_ = {{kDBiasRows, rows_.get()}, {kDBias, t.dbias.get()}};
-      } else if (e_->dbias) {
-        bind(kDBias, t.dbias);
-      }
+      if (e_->dbias) bind(kDBias, t.dbias);
       includes_ = e_->dbias ? "dQ, dK, dV, dBias" : "dQ, dK, dV";
     }
     if (!e_->note.empty()) includes_ += " (" + e_->note + ")";
-    for (const auto* pack : {&pack_, &sum_pack_})
-      for (const auto& [uid, ptr] : *pack)
-        if (!ptr) throw RunError("cuDNN: tensor uid " + std::to_string(uid) + " is not allocated");
+    for (const auto& [uid, ptr] : pack_)
+      if (!ptr) throw RunError("cuDNN: tensor uid " + std::to_string(uid) + " is not allocated");
   }
 
   void launch(cudaStream_t s) override {
@@ -356,18 +324,15 @@ class CudnnOp : public Op {
     if (st != CUDNN_STATUS_SUCCESS)
       throw RunError(std::string("cudnnSetStream failed: ") + fe::detail::get_error_string(st));
     fe::error_t e = e_->graph->execute(h, pack_, ws_.get());
-    if (e.is_good() && e_->sum_rows) e = e_->sum_rows->execute(h, sum_pack_, ws_.get());
     if (e.is_bad()) throw RunError("cuDNN execute failed: " + message(e));
   }
-  int64_t extra_bytes() const override {
-    return static_cast<int64_t>(ws_.bytes() + rng_.bytes() + rows_.bytes());
-  }
+  int64_t extra_bytes() const override { return static_cast<int64_t>(ws_.bytes() + rng_.bytes()); }
   std::string includes() const override { return includes_; }
 
  private:
   std::shared_ptr<const Entry> e_;
-  gpu::DeviceBuffer ws_, rng_, rows_;
-  std::unordered_map<int64_t, void*> pack_, sum_pack_;
+  gpu::DeviceBuffer ws_, rng_;
+  std::unordered_map<int64_t, void*> pack_;
   std::string includes_;
 };
 
@@ -389,13 +354,11 @@ class CudnnBaseline : public Baseline {
   int64_t extra_bytes(const Problem& p, Pass pass) const override {
     const int64_t rng = p.dropout > 0 ? static_cast<int64_t>(2 * kRngSlot) : 0;
     if (auto e = cached(graph_key(p, pass, wants_dbias(p, pass))))
-      return e->graph ? e->workspace + e->rows_bytes + rng : 0;
-    // Before the graph is built: the backward's fp32 dQ accumulator and row statistics, and the
-    // per-row dBias of a key bias.
+      return e->graph ? e->workspace + rng : 0;
+    // Before the graph is built: the backward's fp32 dQ accumulator and row statistics.
     if (pass == Pass::fwd) return rng;
     const Shape& s = p.shape;
-    const int64_t rows = p.mask == MaskKind::key ? s.Nq * s.Nkv * dtype_bytes(p.dtype) : 0;
-    return s.B * s.Hq * s.Nq * (s.D + 2) * 4 + rows + rng;
+    return s.B * s.Hq * s.Nq * (s.D + 2) * 4 + rng;
   }
 
   std::unique_ptr<Op> bind(const Problem& p, Pass pass, AttnTensors& t) override {
@@ -412,15 +375,6 @@ class CudnnBaseline : public Baseline {
 };
 
 }  // namespace
-
-std::unique_ptr<Op> bind_formulation(const Problem& p, Pass pass, AttnTensors& t,
-                                     const Formulation& f) {
-  Entry e;
-  const std::string why = try_build(p, pass, f, handle(), e);
-  if (!why.empty()) throw Unsupported("cuDNN: " + why);
-  e.note = describe(f, p.mask == MaskKind::key, false, {});
-  return std::make_unique<CudnnOp>(std::make_shared<const Entry>(std::move(e)), pass, t);
-}
 
 std::string load_error() {
   // Loaded once; the frontend caches resolved symbols, so the handle must be set before any call.
