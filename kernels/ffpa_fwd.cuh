@@ -7,6 +7,9 @@
 //   FFPA_CW           D chunk: K and V stream through shared memory as [BC x CW] pieces, so a stage
 //                     does not grow with D
 //   FFPA_STAGES       cp.async pipeline depth
+//   FFPA_PRIVATE      0: K/V chunks are loaded once per block (a block barrier per chunk);
+//                     1: each warp streams its own K rows / V columns of the chunk (WM times the
+//                     L2 reads, but only warp-level syncs in the chunk loop)
 //   FFPA_BF16         1 bf16, 0 fp16
 //   FFPA_CAUSAL       0 none, 1 bottom-right, 2 top-left
 //   FFPA_BIAS         0 none, 1 fp32 bias, 2 bias in the input dtype
@@ -48,10 +51,13 @@ constexpr int NS = SN / 8;   // n8 tiles of S per warp
 constexpr int VN = CW / WN;  // O columns per warp per chunk
 constexpr int NV = VN / 8;
 constexpr int KS = BC / 16;  // k16 steps of PV
-constexpr int STAGE_BYTES = BC * CW * 2;
+constexpr bool PRIV = FFPA_PRIVATE;
+constexpr int SLOT_BYTES = BC * CW * 2 / WN;  // one warp's slice of a chunk (private mode)
+constexpr int STAGE_BYTES = PRIV ? NT / 32 * SLOT_BYTES : BC * CW * 2;
+constexpr int VG = VN / 8;  // 16-byte granules in a row of a warp's V slice
 constexpr int Q_BYTES = BR * DP * 2;
 constexpr int P_BYTES = BR * BC * 2;
-constexpr int SMEM_BYTES = Q_BYTES + STAGES * STAGE_BYTES + P_BYTES + WN * BR * 4;
+constexpr int SMEM_BYTES = Q_BYTES + STAGES * STAGE_BYTES + P_BYTES + WN * BR * 4 + BR * 8;
 #define NEG_INF __int_as_float(0xff800000u)
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
@@ -68,6 +74,16 @@ __device__ __forceinline__ u32 tile_off(int row, int col, int rows) {
                ((col & 7) << 1));
 }
 
+// A warp's V slice is [BC][VN] with VN = 16..128 columns: rows narrower than 128 bytes are
+// swizzled with the row's position inside its 128-byte line group.
+__device__ __forceinline__ u32 vslice_off(int row, int g) {
+  return (u32)(row * VN * 2 + ((g ^ ((row / (8 / VG)) % VG)) << 4));
+}
+
+__device__ __forceinline__ void bar_named(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 __device__ __forceinline__ u32 smem_u32(const void* p) {
   u32 r;
   asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
@@ -78,7 +94,9 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid)
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(valid ? 16 : 0));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
@@ -162,6 +180,9 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
   const u32 sStage = sQ + Q_BYTES;
   const u32 sP = sStage + STAGES * STAGE_BYTES;
   float* red = reinterpret_cast<float*>(smem + Q_BYTES + STAGES * STAGE_BYTES + P_BYTES);
+  // Per-row query index and q head, read back every tile: kept in registers across the loop they
+  // would cost 4-16 registers at the ptxas limit.
+  int* srow = reinterpret_cast<int*>(red + WN * BR);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp / WN, wn = warp % WN;
@@ -181,6 +202,12 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
   const int per = (n_end + p.num_splits - 1) / p.num_splits;
   const int t0 = split * per;
   const int ntile = max(0, min(n_end, t0 + per) - t0);
+
+  for (int row = tid; row < BR; row += NT) {
+    const int i = min(m0 + row, rows_total - 1);
+    srow[row] = i % p.Nq;
+    srow[BR + row] = kvh * p.group + i / p.Nq;
+  }
 
   const u16* kbase = static_cast<const u16*>(p.k) + b * p.k_batch_stride + kvh * p.k_head_stride;
   const u16* vbase = static_cast<const u16*>(p.v) + b * p.v_batch_stride + kvh * p.v_head_stride;
@@ -214,6 +241,26 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
       const u16* base = isv ? vbase : kbase;
       const long long rs = isv ? p.v_row_stride : p.k_row_stride;
       const u32 dst = sStage + (gi % STAGES) * STAGE_BYTES;
+      if (PRIV) {
+        const u32 slot = dst + warp * SLOT_BYTES;
+#pragma unroll
+        for (int it = 0; it < SLOT_BYTES / 16 / 32; ++it) {
+          const int idx = lane + it * 32;
+          int key, d;
+          u32 off;
+          if (isv) {  // all BC keys, the warp's VN columns of the chunk
+            const int row = idx / VG, g = idx % VG;
+            key = j * BC + row, d = c * CW + wn * VN + g * 8, off = vslice_off(row, g);
+          } else {  // the warp's SN keys, all CW columns
+            const int row = idx / (CW / 8), col = (idx % (CW / 8)) * 8;
+            key = j * BC + wn * SN + row, d = c * CW + col, off = tile_off(row, col, SN);
+          }
+          const bool ok = key < p.Nkv && d < D;
+          cp_async16(slot + off, ok ? base + key * rs + d : base, ok);
+        }
+        cp_async_commit();
+        return;
+      }
 #pragma unroll
       for (int it = 0; it < (BC * CW / 8 + NT - 1) / NT; ++it) {
         const int idx = tid + it * NT;
@@ -227,8 +274,13 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
     cp_async_commit();
   };
 
+  if (PRIV) cp_async_commit();  // Q alone: other warps read it, so it is waited for block-wide
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) load_chunk(s);  // the first group also carries Q
+  for (int s = 0; s < STAGES - 1; ++s) load_chunk(s);  // shared mode: the first carries Q
+  if (PRIV) {
+    cp_async_wait<STAGES - 1>();
+    __syncthreads();
+  }
 
   float o[NCH][MT][NV][4];
 #pragma unroll
@@ -248,14 +300,22 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
   // ldmatrix addresses: every tile base is 128-byte aligned and a fragment row's low 3 bits are
   // lane & 7, so the swizzled granule of k-step kk is the lane's granule XOR (kk & 3) * 2.
   const u32 aQ = sQ + (wm * RW + (lane & 15)) * 128 + (((lane >> 4) ^ (lane & 7)) << 4);
-  const u32 aK = (wn * SN + (lane & 7) + (lane >> 4) * 8) * 128 + ((((lane >> 3) & 1) ^ (lane & 7)) << 4);
+  const u32 aK = (PRIV ? warp * SLOT_BYTES : wn * SN * 128) + ((lane & 7) + (lane >> 4) * 8) * 128 +
+                 ((((lane >> 3) & 1) ^ (lane & 7)) << 4);
+  constexpr int KROWS = PRIV ? SN : BC;  // rows of the K tile the warp reads
   u32 aV[NV / 2];
 #pragma unroll
   for (int n = 0; n < NV / 2; ++n) {
-    const int col = wn * VN + n * 16;  // 16-column pair of n8 tiles
-    aV[n] = (col >> 6) * BC * 128 + ((lane & 7) + ((lane >> 3) & 1) * 8) * 128 +
-            (((((col >> 3) & 7) + (lane >> 4)) ^ (lane & 7)) << 4);
+    const int vrow = (lane & 7) + ((lane >> 3) & 1) * 8;
+    if (PRIV) {
+      aV[n] = warp * SLOT_BYTES + vslice_off(vrow, n * 2 + (lane >> 4));
+    } else {
+      const int col = wn * VN + n * 16;  // 16-column pair of n8 tiles
+      aV[n] = (col >> 6) * BC * 128 + vrow * 128 +
+              (((((col >> 3) & 7) + (lane >> 4)) ^ (lane & 7)) << 4);
+    }
   }
+  constexpr int VROW_BYTES = PRIV ? VN * 2 : 128;
 
   int gi = 0;
   for (int jt = 0; jt < ntile; ++jt) {
@@ -268,11 +328,14 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[mt][ns][e] = 0.f;
 
-    // S = Q K^T, accumulated over the D chunks.
+          // S = Q K^T, accumulated over the D chunks.
 #pragma unroll
     for (int c = 0; c < NCH; ++c, ++gi) {
       cp_async_wait<STAGES - 2>();
-      __syncthreads();
+      if (PRIV)
+        __syncwarp();
+      else
+        __syncthreads();
       load_chunk(gi + STAGES - 1);
       const u32 sk = sStage + (gi % STAGES) * STAGE_BYTES;
 #pragma unroll
@@ -280,12 +343,12 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
         u32 a[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
-          ldsm_x4(a[mt], (aQ ^ ((kk & 3) << 5)) + ((c * CW + kk * 16) >> 6) * BR * 128 +
-                             mt * 16 * 128);
+          ldsm_x4(a[mt],
+                  (aQ ^ ((kk & 3) << 5)) + ((c * CW + kk * 16) >> 6) * BR * 128 + mt * 16 * 128);
 #pragma unroll
         for (int ns = 0; ns < NS; ns += 2) {
           u32 bf[4];
-          ldsm_x4(bf, ((sk + aK) ^ ((kk & 3) << 5)) + (kk >> 2) * BC * 128 + ns * 8 * 128);
+          ldsm_x4(bf, ((sk + aK) ^ ((kk & 3) << 5)) + (kk >> 2) * KROWS * 128 + ns * 8 * 128);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
             mma(s[mt][ns], a[mt], bf[0], bf[1]);
@@ -297,30 +360,31 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
 
     // Online softmax in exp2 form: s2 = s * scale * log2(e) (+ bias * log2(e)).
     const bool edge = (j + 1) * BC > p.Nkv || (FFPA_CAUSAL && (j + 1) * BC - 1 > r_lo + diag);
+    const int key0 = j * BC + wn * SN + (lane & 3) * 2;  // key of this thread's first S column
     float mx[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = wm * RW + mt * 16 + (lane >> 2) + h * 8;
-        const int i = min(m0 + row, rows_total - 1);
-        const int r = i % p.Nq;
+        const int r = srow[row];
+        const int causal_lim = r + diag - key0;  // columns past it are masked
+        const int kv_lim = p.Nkv - key0;
 #if FFPA_BIAS
-        const int hq = kvh * p.group + i / p.Nq;
-        const long long boff =
-            b * p.bias_batch_stride + hq * p.bias_head_stride + r * p.bias_row_stride;
+        const long long boff = b * p.bias_batch_stride + srow[BR + row] * p.bias_head_stride +
+                               r * p.bias_row_stride + key0;
 #endif
         float v = NEG_INF;
 #pragma unroll
         for (int ns = 0; ns < NS; ++ns)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const int key = j * BC + wn * SN + ns * 8 + (lane & 3) * 2 + e;
+            const int kof = ns * 8 + e;
             float x = s[mt][ns][h * 2 + e] * p.scale_log2;
 #if FFPA_BIAS
-            if (key < p.Nkv) x += bias_at(p, boff + key) * LOG2E;
+            if (kof < kv_lim) x += bias_at(p, boff + kof) * LOG2E;
 #endif
-            if (edge && (key >= p.Nkv || (FFPA_CAUSAL && key > r + diag))) x = NEG_INF;
+            if (edge && (kof >= kv_lim || (FFPA_CAUSAL && kof > causal_lim))) x = NEG_INF;
             s[mt][ns][h * 2 + e] = x;
             v = fmaxf(v, x);
           }
@@ -329,7 +393,11 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
         if ((lane & 3) == 0) red[wn * BR + row] = v;
         mx[mt][h] = v;
       }
-    __syncthreads();
+    // Only the WN warps of one row group exchange row statistics and P.
+    if (PRIV)
+      bar_named(1 + wm, WN * 32);
+    else
+      __syncthreads();
     float al[MT][2];  // rescale of O, applied chunk by chunk in the PV pass
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -345,10 +413,10 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
         m_run[mt][h] = m_new;
         float sum = 0.f;
 #if FFPA_DROPOUT
-        const int i = min(m0 + row, rows_total - 1);
-        const int hq = kvh * p.group + i / p.Nq, r = i % p.Nq;
         const unsigned long long erow =
-            (((unsigned long long)b * p.Hq + hq) * p.Nq + r) * (unsigned long long)p.Nkv;
+            (((unsigned long long)b * p.Hq + srow[BR + row]) * p.Nq + srow[row]) *
+                (unsigned long long)p.Nkv +
+            key0;
 #endif
 #pragma unroll
         for (int ns = 0; ns < NS; ++ns) {
@@ -359,8 +427,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
             sum += pr[e];
           }
 #if FFPA_DROPOUT
-          const int key = j * BC + wn * SN + ns * 8 + (lane & 3) * 2;
-          dropout2(p.dropout_seed, p.dropout_offset + erow + key, p.dropout_p, pr);
+          dropout2(p.dropout_seed, p.dropout_offset + erow + ns * 8, p.dropout_p, pr);
 #endif
           const int col = wn * SN + ns * 8 + (lane & 3) * 2;
           const u32 v2 = pack2(pr[0], pr[1]);
@@ -369,13 +436,17 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
         l_run[mt][h] = l_run[mt][h] * alpha + sum;
         al[mt][h] = alpha;
       }
+    if (PRIV) bar_named(1 + wm, WN * 32);  // P written (shared mode: the next chunk barrier)
 
     // O += P V, chunk by chunk; P is loaded into registers once after the first barrier.
     u32 pa[MT][KS][4];
 #pragma unroll
     for (int c = 0; c < NCH; ++c, ++gi) {
       cp_async_wait<STAGES - 2>();
-      __syncthreads();
+      if (PRIV)
+        __syncwarp();
+      else
+        __syncthreads();
       load_chunk(gi + STAGES - 1);
       if (c == 0) {
 #pragma unroll
@@ -397,7 +468,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
 #pragma unroll
         for (int nv = 0; nv < NV; nv += 2) {
           u32 bf[4];
-          ldsm_x4_t(bf, sv + aV[nv / 2] + ks * 16 * 128);
+          ldsm_x4_t(bf, sv + aV[nv / 2] + ks * 16 * VROW_BYTES);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
             mma(o[c][mt][nv], pa[mt][ks], bf[0], bf[1]);
@@ -446,8 +517,8 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
       float* orow = p.o_partial + prow * D;
       if (wn == 0 && (lane & 3) == 0) p.lse_partial[prow] = lse;
 #else
-      u16* orow = static_cast<u16*>(p.o) + b * p.o_batch_stride + hq * p.o_head_stride +
-                  r * p.o_row_stride;
+      u16* orow =
+          static_cast<u16*>(p.o) + b * p.o_batch_stride + hq * p.o_head_stride + r * p.o_row_stride;
       if (wn == 0 && (lane & 3) == 0) p.lse[lrow] = lse;
 #endif
 #pragma unroll

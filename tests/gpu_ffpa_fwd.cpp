@@ -278,18 +278,43 @@ TEST_CASE("dropout replays the Philox stream of ANCHORS.md", "[gpu]") {
   expect_close(d);
 }
 
-TEST_CASE("tuning knobs: tile shapes, warp layouts, stages", "[gpu]") {
+TEST_CASE("tuning knobs: tile shapes, warp layouts, stages, private streams", "[gpu]") {
   const Problem p = make(1, 2, 2, 190, 250, 512);
-  for (auto [br, bc, wm, wn, kd, st] : {std::array{64, 64, 2, 4, 64, 2},
-                                        {64, 64, 2, 4, 64, 3},
-                                        {32, 64, 2, 4, 64, 4},
-                                        {64, 64, 4, 2, 128, 3},
-                                        {64, 128, 4, 4, 64, 3},
-                                        {64, 64, 1, 4, 128, 2}}) {
-    fwd::Config c{br, bc, wm, wn, kd, st, 0};
-    if (!fwd::check(c, 512, 227 * 1024).empty()) continue;
-    expect_close(p, c);
+  for (auto [br, bc, wm, wn, kd, st, pv] : {std::array{64, 64, 2, 4, 64, 2, 0},
+                                            {64, 64, 2, 4, 64, 3, 0},
+                                            {32, 64, 2, 4, 64, 4, 0},
+                                            {64, 64, 4, 2, 128, 3, 0},
+                                            {64, 64, 2, 4, 64, 3, 1},
+                                            {64, 64, 2, 4, 128, 3, 1},
+                                            {64, 64, 2, 4, 128, 2, 1},
+                                            {32, 64, 2, 4, 64, 4, 1},
+                                            {64, 64, 4, 2, 128, 3, 1}}) {
+    const fwd::Config c{br, bc, wm, wn, kd, st, pv, 0};
+    INFO(to_string(c.knobs()));
+    REQUIRE(fwd::check(c, 512, 227 * 1024).empty());
+    try {
+      expect_close(p, c);
+    } catch (const Unsupported& e) {  // ptxas spilled: a grid point the tuner skips
+      WARN(e.what());
+    }
   }
+}
+
+TEST_CASE("private streams with every feature", "[gpu]") {
+  auto priv = [](const Problem& p) {
+    fwd::Config c = fwd::default_config(p);
+    c.priv = 1;
+    return c;
+  };
+  Problem p = make(2, 4, 2, 150, 170, 512);
+  p.causal = Causal::bottom_right;
+  p.mask = MaskKind::full;
+  p.dropout = 0.1;
+  expect_close(p, priv(p));
+  for (int D : {136, 320, 1024})
+    expect_close(make(1, 4, 1, 100, 120, D), priv(make(1, 1, 1, 1, 1, D)));
+  const Problem dec = make(1, 8, 2, 1, 900, 512);
+  expect_close(dec, priv(dec));
 }
 
 namespace {
@@ -368,32 +393,33 @@ void bench(const char* name, Problem pr, fwd::Config c) {
 
 TEST_CASE("forward timings of the default cases", "[.][bench]") {
   const int N = 8192;
-  for (int D : {512, 320, 1024}) {
-    Problem self = make(1, 32, 32, N, N, D);
-    const fwd::Config c = fwd::default_config(self);
-    bench("self", self, c);
-    if (D != 512) continue;
-    Problem causal = self;
-    causal.causal = Causal::bottom_right;
-    bench("causal", causal, c);
-    bench("gqa", make(1, 32, 8, N, N, D), c);
-    bench("cross", make(1, 32, 32, 1024, N, D), c);
-    bench("decode", make(1, 32, 32, 1, N, D), c);
-    bench("decodegqa", make(1, 32, 8, 1, N, D), c);
-  }
+  for (int pv : {0})
+    for (int D : {512, 320, 1024}) {
+      Problem self = make(1, 32, 32, N, N, D);
+      fwd::Config c = fwd::default_config(self);
+      c.priv = pv;
+      bench("self", self, c);
+      if (D != 512) continue;
+      Problem causal = self;
+      causal.causal = Causal::bottom_right;
+      bench("causal", causal, c);
+      bench("gqa", make(1, 32, 8, N, N, D), c);
+      bench("cross", make(1, 32, 32, 1024, N, D), c);
+      bench("decode", make(1, 32, 32, 1, N, D), c);
+      bench("decodegqa", make(1, 32, 8, 1, N, D), c);
+    }
 }
 
 TEST_CASE("forward timings over a grid", "[.][sweep]") {
   const Problem self = make(1, 32, 32, 8192, 8192, 512);
-  for (auto [br, bc, wm, wn, kd, st] :
-       {std::array{64, 64, 2, 4, 64, 3}, {64, 64, 2, 4, 128, 2}, {64, 64, 2, 4, 128, 3},
-        {64, 64, 2, 4, 128, 4}, {64, 64, 2, 4, 256, 2}, {64, 64, 4, 4, 64, 3},
-        {64, 64, 4, 4, 64, 4}, {64, 64, 4, 4, 128, 3}, {64, 64, 4, 2, 128, 3}})
-    bench("sweep", self, fwd::Config{br, bc, wm, wn, kd, st, 0});
-}
-
-TEST_CASE("one mid-size run for the profiler", "[.][prof]") {
-  bench("prof", make(1, 32, 32, 4096, 4096, 512), fwd::Config{64, 64, 2, 4, 128, 3, 0});
-  bench("br32", make(1, 32, 32, 8192, 8192, 512), fwd::Config{32, 64, 2, 4, 128, 3, 0});
-  bench("br32wm1", make(1, 32, 32, 8192, 8192, 512), fwd::Config{32, 64, 1, 4, 128, 3, 0});
+  for (auto [br, bc, wm, wn, kd, st, pv] : {std::array{64, 64, 2, 4, 64, 3, 1},
+                                            {64, 64, 2, 4, 64, 4, 1},
+                                            {64, 64, 2, 4, 128, 2, 1},
+                                            {64, 64, 2, 4, 128, 4, 1},
+                                            {64, 64, 4, 2, 128, 3, 1},
+                                            {64, 64, 4, 2, 128, 4, 1},
+                                            {64, 128, 2, 4, 64, 2, 1},
+                                            {32, 64, 1, 4, 128, 3, 1},
+                                            {32, 64, 1, 4, 128, 4, 0}})
+    bench("sweep", self, fwd::Config{br, bc, wm, wn, kd, st, pv, 0});
 }

@@ -23,6 +23,7 @@ struct Config {
   int Wn = 4;      // warps along key columns (QK) and D (PV)
   int Kd = 64;     // D chunk streamed through shared memory
   int stages = 4;  // cp.async pipeline depth
+  int priv = 0;    // knob "private": each warp streams its own K/V slices (no block barriers)
   int splits = 0;  // split-KV count; 0 = enough to fill the GPU (decode)
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
