@@ -131,8 +131,9 @@ std::string check(const Config& c, int D, int smem_limit) {
   if ((c.Kd / c.Wn) % 16) return "Kd/Wn must be a multiple of 16";
   if (c.stages < 2) return "stages must be at least 2";
   if (c.priv != 0 && c.priv != 1) return "private is 0 or 1";
-  if (c.priv && (c.Kd / c.Wn > 64 || (c.Bc * c.Kd / 8 / c.Wn) % 32))
-    return "private slices need Kd/Wn <= 64 and whole 16-byte granules per lane";
+  // Slices of 16 and 32 columns are the ones verified on the GPU.
+  if (c.priv && (c.Kd / c.Wn > 32 || (c.Bc * c.Kd / 8 / c.Wn) % 32))
+    return "private slices need Kd/Wn <= 32 and whole 16-byte granules per lane";
   const int smem = smem_bytes(c, D);
   if (smem > smem_limit)
     return "needs " + s(smem) + " bytes of shared memory, the device allows " + s(smem_limit);
