@@ -160,3 +160,20 @@ TEST_CASE("split-KV fills the GPU for decode only", "[nvrtc]") {
   fixed.splits = 1000;
   CHECK(fwd::resolve_splits(fixed, dec, 132) == 64);
 }
+
+TEST_CASE("bind refuses misaligned tensors before touching the GPU", "[nvrtc]") {
+  const Problem p = problem(512);
+  FfpaFwdParams prm{};
+  alignas(16) static char fake[64];
+  prm.q = prm.k = prm.v = prm.o = fake;
+  prm.q_row_stride = prm.k_row_stride = prm.v_row_stride = prm.o_row_stride = 512;
+  gpu::DeviceInfo h200;
+  h200.sm_major = 9;
+  h200.sm_count = 132;
+  h200.smem_per_block_optin = 227 * 1024;
+  prm.k_row_stride = 516;  // rows no longer 16-byte aligned
+  CHECK_THROWS_AS(fwd::bind(p, fwd::default_config(p), prm, h200), Unsupported);
+  prm.k_row_stride = 512;
+  prm.v = fake + 2;
+  CHECK_THROWS_AS(fwd::bind(p, fwd::default_config(p), prm, h200), Unsupported);
+}

@@ -1,6 +1,8 @@
 #include "variants/ffpa_fwd_kernel.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <initializer_list>
 
 #include "core/error.hpp"
 
@@ -176,6 +178,18 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
                          const gpu::DeviceInfo& dev) {
   const int D = static_cast<int>(pr.shape.D);
   if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
+  // 16-byte cp.async of Q/K/V rows, 4-byte O stores (8-byte after a split-KV merge).
+  auto aligned = [](const void* ptr, std::initializer_list<long long> strides, int elems) {
+    if (reinterpret_cast<uintptr_t>(ptr) % (elems * 2)) return false;
+    for (long long st : strides)
+      if (st % elems) return false;
+    return true;
+  };
+  if (!aligned(params.q, {params.q_batch_stride, params.q_head_stride, params.q_row_stride}, 8) ||
+      !aligned(params.k, {params.k_batch_stride, params.k_head_stride, params.k_row_stride}, 8) ||
+      !aligned(params.v, {params.v_batch_stride, params.v_head_stride, params.v_row_stride}, 8) ||
+      !aligned(params.o, {params.o_batch_stride, params.o_head_stride, params.o_row_stride}, 4))
+    throw Unsupported("q/k/v need 16-byte aligned rows and strides in multiples of 8 elements");
   FfpaFwdParams p = params;
   p.num_splits = resolve_splits(c, pr, dev.sm_count);
   Features f = Features::of(pr);
@@ -195,6 +209,8 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
     p.lse_partial = lpart.as<float>();
   }
   const auto& sh = pr.shape;
+  if (f.split && sh.B * sh.Hq * sh.Nq > 0x7fffffff)
+    throw Unsupported("split-KV merge grid: B*Hq*Nq exceeds 2^31");
   const int64_t gx = (sh.group() * sh.Nq + c.Br - 1) / c.Br;
   const int64_t gz = sh.B * p.num_splits;
   if (gx > 0x7fffffff || sh.Hkv > 65535 || gz > 65535)
