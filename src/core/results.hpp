@@ -30,6 +30,7 @@ struct TensorCheck {
   double bound = 0;    // 2 * max|ref_lowprec - ref_fp32| + atol
   int64_t nonfinite = 0;
   bool pass = false;
+  std::string note;  // set when the tensor was not compared: why (e.g. "different RNG stream")
 };
 
 enum class Status { ok, failed, skipped };

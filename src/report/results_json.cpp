@@ -45,7 +45,8 @@ json to_json(const TimingStats& t) {
 
 json to_json(const TensorCheck& c) {
   return {{"tensor", c.tensor},    {"max_abs", num(c.max_abs)}, {"rel_rms", num(c.rel_rms)},
-          {"bound", num(c.bound)}, {"nonfinite", c.nonfinite},  {"pass", c.pass}};
+          {"bound", num(c.bound)}, {"nonfinite", c.nonfinite},  {"pass", c.pass},
+          {"note", c.note}};
 }
 
 json to_json(const Measurement& m) {
@@ -120,6 +121,7 @@ class Reader {
     if (it == obj_.end()) fail(path(key), "missing");
     return *it;
   }
+  bool has(const std::string& key) const { return obj_.contains(key); }
   Reader object(const std::string& key) const { return Reader(at(key), path(key), file_); }
   std::string str(const std::string& key) const {
     const json& v = at(key);
@@ -209,6 +211,7 @@ TensorCheck check_from(const Reader& r) {
   c.bound = r.dbl("bound");
   c.nonfinite = r.i64("nonfinite");
   c.pass = r.boolean("pass");
+  if (r.has("note")) c.note = r.str("note");
   return c;
 }
 

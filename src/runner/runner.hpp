@@ -40,6 +40,9 @@ std::vector<Variant*> selected_variants(const Registry&, const std::vector<std::
 // Environment of this process: GPU, clocks, driver, runtime, cuDNN loaded, build, command line.
 Environment describe_environment(const gpu::DeviceInfo&, const Registry&, const Options&);
 
+// Outputs an op declares incomparable keep only the NaN/Inf scan (when written), with the reason.
+void exempt(const std::vector<Op::Unchecked>&, std::vector<TensorCheck>&);
+
 Results run_plan(const Plan&, const Options&, const gpu::DeviceInfo&, Registry&, RunObserver&);
 
 }  // namespace ffpa

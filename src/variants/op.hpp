@@ -40,6 +40,14 @@ class Op {
   virtual int64_t extra_bytes() const { return 0; }
   // What one launch() covers, e.g. "preprocess + dK/dV + dQ" for a backward.
   virtual std::string includes() const { return {}; }
+  // Outputs that cannot be compared with the reference element-wise (another RNG stream) or are
+  // not produced at all; the check records why instead of failing them.
+  struct Unchecked {
+    std::string tensor;  // "o", "dq", "dbias", ...
+    std::string why;
+    bool written;  // written (then scanned for NaN/Inf) or left untouched
+  };
+  virtual std::vector<Unchecked> unchecked() const { return {}; }
 };
 
 // An FFPA kernel variant: declares its name, pass, tuning knobs and support surface in one place.

@@ -314,6 +314,16 @@ class CudnnOp : public Op {
       includes_ = e_->dbias ? "dQ, dK, dV, dBias" : "dQ, dK, dV";
     }
     if (!e_->note.empty()) includes_ += " (" + e_->note + ")";
+    // cuDNN draws dropout from its own Philox stream, not the one of ANCHORS.md.
+    if (p.dropout > 0) {
+      const char* why = "cuDNN's dropout RNG stream differs from the reference's";
+      for (const char* out : pass == Pass::fwd
+                                 ? std::vector<const char*>{"o"}
+                                 : std::vector<const char*>{"dq", "dk", "dv", "dbias"})
+        unchecked_.push_back({out, why, true});
+    }
+    if (pass == Pass::bwd && p.mask != MaskKind::none && !e_->dbias)
+      unchecked_.push_back({"dbias", e_->note, false});
     for (const auto& [uid, ptr] : pack_)
       if (!ptr) throw RunError("cuDNN: tensor uid " + std::to_string(uid) + " is not allocated");
   }
@@ -328,12 +338,14 @@ class CudnnOp : public Op {
   }
   int64_t extra_bytes() const override { return static_cast<int64_t>(ws_.bytes() + rng_.bytes()); }
   std::string includes() const override { return includes_; }
+  std::vector<Unchecked> unchecked() const override { return unchecked_; }
 
  private:
   std::shared_ptr<const Entry> e_;
   gpu::DeviceBuffer ws_, rng_;
   std::unordered_map<int64_t, void*> pack_;
   std::string includes_;
+  std::vector<Unchecked> unchecked_;
 };
 
 bool wants_dbias(const Problem& p, Pass pass) {
