@@ -4,7 +4,7 @@
 #   tools/device.sh tests [CATCH_FILTER]   GPU test binaries (all, or those matching the filter)
 #   tools/device.sh bench NAME ARGS...     ffpa-bench ARGS, results under $OUT/NAME
 # Several steps can be chained: tools/device.sh tests -- bench smoke --config configs/smoke.json
-# Logs and results go under $OUT (they come back to the dev machine).
+# Logs and results go under $OUT (they come back to the dev machine), one NAME.tgz per bench.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.carry}
@@ -33,7 +33,10 @@ while [ $# -gt 0 ]; do
       echo "== ffpa-bench ${args[*]} (results in $name/)"
       "$BIN/ffpa-bench" "${args[@]}" --out "$OUT/$name" >"$OUT/$name.stdout" 2>"$OUT/$name.log"
       r=$?; [ $r -eq 0 ] || rc=1
-      echo "exit $r"; tail -n 40 "$OUT/$name.stdout" ;;
+      echo "exit $r"; tail -n 40 "$OUT/$name.stdout"
+      # The device tool returns at most 8 files: one archive per run (results, stdout, log).
+      tar -czf "$OUT/$name.tgz" -C "$OUT" "$name" "$name.stdout" "$name.log" &&
+        rm -rf "${OUT:?}/$name" "$OUT/$name.stdout" "$OUT/$name.log" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done
