@@ -453,6 +453,14 @@ TEST_CASE("file errors", "[cases]") {
   CHECK(huge.path() == "line 2, column 2");
   CHECK_THAT(huge.reason(), Catch::Contains("invalid JSON"));
 
+  // A key given twice would silently keep the last value: refused at its pointer.
+  const InputError dup = thrown([] {
+    parse_case_file(R"({"defaults": {"B": 1, "B": 2, "H": 1, "N": 8, "D": 64}, "cases": []})",
+                    "dup.json");
+  });
+  CHECK(dup.path() == "/defaults/B");
+  CHECK(dup.reason() == "duplicate key");
+
   const InputError missing = thrown([] { load_case_file("/nonexistent/cases.json"); });
   CHECK(missing.where() == "command line");
   CHECK(missing.path() == "--config");

@@ -92,7 +92,7 @@ TEST_CASE("grid: a single-valued grid has one point", "[tuning]") {
 
 TEST_CASE("grid: validation errors name the JSON path", "[tuning]") {
   CHECK(error_path(kGrid).empty());
-  CHECK(error_path("{") == "/");
+  CHECK(error_path("{") == "line 1, column 2");
   CHECK(error_path("[1]") == "/");
   CHECK(error_path(R"({"variant":"v","knobs":{"Br":[64]},"fast":{},"max":{}})") == "/max");
   CHECK(error_path(R"({"knobs":{"Br":[64]},"fast":{}})") == "/variant");

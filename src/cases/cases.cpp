@@ -10,11 +10,12 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/json_strict.hpp"
 
 namespace ffpa {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // One dimension; larger values are typos, and keep every product below int64 in __int128 checks.
 constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
@@ -67,36 +68,8 @@ class Loader {
       if (known) continue;
       std::string valid;
       for (auto k = begin; k != end; ++k) valid += std::string(valid.empty() ? "" : ", ") + *k;
-      fail(path + "/" + escape(item.key()), "unknown key (valid: " + valid + ")");
+      fail(json_pointer(path, item.key()), "unknown key (valid: " + valid + ")");
     }
-  }
-
-  // JSON pointer escaping (RFC 6901), so an odd key still yields a usable path.
-  static std::string escape(const std::string& key) {
-    std::string out;
-    for (char c : key) {
-      if (c == '~')
-        out += "~0";
-      else if (c == '/')
-        out += "~1";
-      else
-        out += c;
-    }
-    return out;
-  }
-
-  // "line L, column C" of a byte offset, for errors the JSON parser finds.
-  static std::string where(const std::string& text, size_t offset) {
-    size_t line = 1, col = 1;
-    for (size_t i = 0; i < std::min(offset, text.size()); ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
-    return "line " + std::to_string(line) + ", column " + std::to_string(col);
   }
 
   int64_t positive_int(const json& j, const std::string& path) const {
@@ -168,21 +141,7 @@ class Loader {
   }
 
   CaseFile load(const std::string& text) const {
-    json doc;
-    try {
-      doc = json::parse(text);
-    } catch (const json::parse_error& e) {
-      // e.byte is 1-based and points at the character that stopped the parser.
-      fail(where(text, e.byte == 0 ? 0 : e.byte - 1), std::string("invalid JSON: ") + e.what());
-    } catch (const json::out_of_range& e) {
-      // A number too large for a double ("1e400"): the message quotes it, so find it.
-      const std::string msg = e.what();
-      const size_t open = msg.find("parsing '"), close = msg.rfind('\'');
-      size_t at = std::string::npos;
-      if (open != std::string::npos && close > open + 9)
-        at = text.find(msg.substr(open + 9, close - open - 9));
-      fail(at == std::string::npos ? "" : where(text, at), "invalid JSON: " + msg);
-    }
+    const json doc = parse_json_strict(text, file_);
     if (!doc.is_object()) fail("", "expected a JSON object with \"defaults\" and \"cases\"");
     check_keys(doc, "", std::begin(kTopKeys), std::end(kTopKeys));
     if (doc.contains("description")) string(doc["description"], "/description");

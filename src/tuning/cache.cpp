@@ -13,7 +13,7 @@
 
 #include "core/build_info.hpp"
 #include "core/error.hpp"
-#include "tuning/json_strict.hpp"
+#include "core/json_strict.hpp"
 
 namespace ffpa {
 namespace {

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
-#include "tuning/json_strict.hpp"
+#include "core/json_strict.hpp"
 
 namespace ffpa {
 namespace {

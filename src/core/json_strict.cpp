@@ -1,11 +1,29 @@
-#include "tuning/json_strict.hpp"
+#include "core/json_strict.hpp"
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
 #include "core/error.hpp"
 
 namespace ffpa {
+namespace {
+
+// "line L, column C" of a byte offset.
+std::string line_column(const std::string& text, size_t offset) {
+  size_t line = 1, col = 1;
+  for (size_t i = 0; i < std::min(offset, text.size()); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(col);
+}
+
+}  // namespace
 
 std::string json_pointer(const std::string& parent, const std::string& key) {
   std::string out = parent + "/";
@@ -70,10 +88,18 @@ nlohmann::ordered_json parse_json_strict(const std::string& text, const std::str
   try {
     return json::parse(text, cb);
   } catch (const json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
-    std::string reason = e.what();
-    if (const auto p = reason.find("] "); p != std::string::npos) reason = reason.substr(p + 2);
-    throw InputError(where, "/", "not valid JSON: " + reason);
+    // e.byte is 1-based and points at the character that stopped the parser.
+    throw InputError(where, line_column(text, e.byte == 0 ? 0 : e.byte - 1),
+                     std::string("invalid JSON: ") + e.what());
+  } catch (const json::out_of_range& e) {
+    // A number too large for a double ("1e400"): the message quotes it, so find it.
+    const std::string msg = e.what();
+    const size_t open_q = msg.find("parsing '"), close_q = msg.rfind('\'');
+    size_t at = std::string::npos;
+    if (open_q != std::string::npos && close_q > open_q + 9)
+      at = text.find(msg.substr(open_q + 9, close_q - open_q - 9));
+    throw InputError(where, at == std::string::npos ? "/" : line_column(text, at),
+                     "invalid JSON: " + msg);
   }
 }
 

@@ -1,5 +1,6 @@
-// JSON reading shared by the tuning files: parse errors and duplicate keys (which nlohmann would
-// silently resolve, last one wins) become InputError with a JSON pointer.
+// JSON reading shared by every input file (case matrices, tuning grids, tuning cache): syntax
+// errors become InputError at "line L, column C", duplicate keys (which nlohmann would silently
+// resolve, last one wins) an InputError at their JSON pointer.
 #pragma once
 
 #include <nlohmann/json.hpp>
