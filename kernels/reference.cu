@@ -2,23 +2,13 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "elem.cuh"
 #include "gpu/cuda.hpp"
 #include "philox.cuh"
 #include "reference/reference_kernels.hpp"
 
 namespace ffpa {
 namespace {
-
-__device__ __forceinline__ float load_elem(const void* p, Elem e, long long i) {
-  switch (e) {
-    case Elem::f32:
-      return static_cast<const float*>(p)[i];
-    case Elem::f16:
-      return __half2float(static_cast<const __half*>(p)[i]);
-    default:
-      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-  }
-}
 
 __global__ void compare_kernel(const void* out, Elem e, const float* ref, long long n,
                                CompareStats* st) {

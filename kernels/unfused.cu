@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "baselines/unfused_kernels.hpp"
+#include "elem.cuh"
 #include "gpu/cuda.hpp"
 #include "philox.cuh"
 
@@ -37,30 +38,6 @@ __device__ __forceinline__ __half from_f<__half>(float x) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
-}
-
-__device__ __forceinline__ float load_any(const void* p, Elem e, long long i) {
-  switch (e) {
-    case Elem::f32:
-      return static_cast<const float*>(p)[i];
-    case Elem::f16:
-      return __half2float(static_cast<const __half*>(p)[i]);
-    default:
-      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-  }
-}
-__device__ __forceinline__ void store_any(void* p, Elem e, long long i, float v) {
-  switch (e) {
-    case Elem::f32:
-      static_cast<float*>(p)[i] = v;
-      break;
-    case Elem::f16:
-      static_cast<__half*>(p)[i] = __float2half_rn(v);
-      break;
-    default:
-      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
-      break;
-  }
 }
 
 // VEC elements of T in one 16-byte access.
@@ -157,7 +134,7 @@ __global__ void __launch_bounds__(kThreads) softmax_fwd_regs(SoftmaxFwdArgs a) {
         float v = -INFINITY;
         if (j < nv) {
           v = to_f(in.e[k]);
-          if (a.bias) v += load_any(a.bias, a.bias_elem, bias0 + j);
+          if (a.bias) v += load_elem(a.bias, a.bias_elem, bias0 + j);
         }
         x[c][k] = v;
         m = fmaxf(m, v);
@@ -202,7 +179,7 @@ __global__ void __launch_bounds__(kThreads) softmax_fwd_loop(SoftmaxFwdArgs a) {
   const long long bias0 = rp.b * a.bias_b + rp.h * a.bias_h + rp.i * a.bias_r;
   auto value = [&](const Vec<T>& in, int j0, int k) {
     float v = to_f(in.e[k]);
-    if (a.bias) v += load_any(a.bias, a.bias_elem, bias0 + j0 + k);
+    if (a.bias) v += load_elem(a.bias, a.bias_elem, bias0 + j0 + k);
     return v;
   };
   float m = -INFINITY, l = 0;
@@ -301,7 +278,7 @@ __global__ void __launch_bounds__(kThreads) softmax_bwd_kernel(SoftmaxBwdArgs a)
       if (pdrow) pd.store(pdrow + j0);
       if (a.dbias_full)
         for (int k = 0; k < V && j0 + k < a.g.Nkv; ++k)
-          store_any(a.dbias_full, a.dbias_elem, elem0 + j0 + k, ds[k]);
+          store_elem(a.dbias_full, a.dbias_elem, elem0 + j0 + k, ds[k]);
     }
   }
 }
@@ -335,13 +312,13 @@ __global__ void copy_rows_kernel(const float* acc, long long rows, long long col
   const long long n = rows * cols;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x)
-    store_any(out, e, i, acc[(i / cols) * ld + i % cols]);
+    store_elem(out, e, i, acc[(i / cols) * ld + i % cols]);
 }
 
 __global__ void convert_kernel(const void* src, Elem se, void* dst, Elem de, long long n) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x)
-    store_any(dst, de, i, load_any(src, se, i));
+    store_elem(dst, de, i, load_elem(src, se, i));
 }
 
 template <class T>
