@@ -367,7 +367,9 @@ Environment describe_environment(const gpu::DeviceInfo& dev, const Registry& reg
   env.memory_clock_mhz = dev.memory_clock_mhz;
   env.l2_bytes = dev.l2_bytes;
   env.memory_bytes = dev.global_mem_bytes;
-  env.driver = version_string(dev.driver_version);
+  // The kernel driver's own version when NVML answers, plus the CUDA version it supports.
+  const std::string nvidia = nvidia_driver_version();
+  env.driver = (nvidia.empty() ? "" : nvidia + ", ") + "CUDA " + version_string(dev.driver_version);
   env.cuda_runtime = version_string(dev.runtime_version);
   env.cudnn = "not loaded";
   for (const auto& b : reg.baselines)

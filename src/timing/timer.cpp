@@ -20,6 +20,7 @@ struct Nvml {
   nvml_ret (*init)() = nullptr;
   nvml_ret (*by_pci)(const char*, nvml_dev*) = nullptr;
   nvml_ret (*clock)(nvml_dev, int, unsigned*) = nullptr;
+  nvml_ret (*driver)(char*, unsigned) = nullptr;  // optional
   std::string error;  // why NVML is unusable; empty when it loaded and initialized
 
   Nvml() {
@@ -31,6 +32,7 @@ struct Nvml {
     init = reinterpret_cast<decltype(init)>(dlsym(lib, "nvmlInit_v2"));
     by_pci = reinterpret_cast<decltype(by_pci)>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
     clock = reinterpret_cast<decltype(clock)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
+    driver = reinterpret_cast<decltype(driver)>(dlsym(lib, "nvmlSystemGetDriverVersion"));
     if (!init || !by_pci || !clock) {
       error = "NVML lacks nvmlInit_v2, nvmlDeviceGetHandleByPciBusId_v2 or nvmlDeviceGetClockInfo";
     } else if (const nvml_ret r = init(); r != 0) {
@@ -44,6 +46,17 @@ const Nvml& nvml() {
   static const Nvml n;
   return n;
 }
+
+}  // namespace
+
+std::string nvidia_driver_version() {
+  const Nvml& n = nvml();
+  char buf[96] = {};
+  if (!n.error.empty() || !n.driver || n.driver(buf, sizeof buf) != 0) return {};
+  return buf;
+}
+
+namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

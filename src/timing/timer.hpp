@@ -22,6 +22,9 @@ namespace ffpa {
 
 // Current SM clock of one device through NVML, loaded with dlopen so that the binary has no
 // link-time dependency on the driver. read() returns 0 when NVML or the device is unavailable.
+// The NVIDIA driver's version ("580.159.04") through NVML; empty when NVML is unavailable.
+std::string nvidia_driver_version();
+
 class SmClock {
  public:
   explicit SmClock(int ordinal);
