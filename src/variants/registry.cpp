@@ -3,6 +3,7 @@
 #include "baselines/unfused.hpp"
 
 #include "baselines/cudnn.hpp"
+#include "variants/ffpa_bwd.hpp"
 #include "variants/ffpa_fwd.hpp"
 
 namespace ffpa {
@@ -10,6 +11,7 @@ namespace ffpa {
 std::vector<std::unique_ptr<Variant>> make_variants() {
   std::vector<std::unique_ptr<Variant>> v;
   v.push_back(make_ffpa_fwd_sm80());
+  v.push_back(make_ffpa_bwd_sm80());
   return v;
 }
 
