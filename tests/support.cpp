@@ -9,7 +9,9 @@
 
 namespace ffpa::test {
 
-std::filesystem::path source_dir() { return FFPA_SOURCE_DIR; }
+std::filesystem::path source_dir() {
+  return FFPA_SOURCE_DIR;
+}
 std::filesystem::path testdata_dir() {
   if (const char* env = std::getenv("FFPA_TESTDATA")) return env;
   return FFPA_TESTDATA_DIR;
