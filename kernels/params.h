@@ -20,9 +20,9 @@ struct FfpaFwdParams {
   int B, Hq, Hkv, Nq, Nkv, D;
   int group;  // Hq / Hkv: q head h reads kv head h / group
   float scale;
-  float scale_log2;  // scale * log2(e)
-  int causal;        // 0 none, 1 bottom-right, 2 top-left
-  float dropout_p;   // 0 disables dropout
+  float scale_log2;     // scale * log2(e)
+  int causal;           // 0 none, 1 bottom-right, 2 top-left
+  float dropout_p;      // 0 disables dropout
   float dropout_scale;  // 1 / (1 - p)
   unsigned long long dropout_seed, dropout_offset;
   // Split-KV (decode): partial outputs in fp32, merged by a second kernel.
@@ -42,8 +42,8 @@ struct FfpaBwdParams {
   long long dq_batch_stride, dq_head_stride, dq_row_stride;
   long long dk_batch_stride, dk_head_stride, dk_row_stride;
   long long dv_batch_stride, dv_head_stride, dv_row_stride;
-  float* delta;     // [B, Hq, Nq] rowsum(dO * O), workspace
-  float* dq_accum;  // fp32 workspace when dQ is accumulated atomically
+  float* delta;        // [B, Hq, Nq] rowsum(dO * O), workspace
+  float* dq_accum;     // fp32 workspace when dQ is accumulated atomically
   float* dbias_accum;  // fp32 workspace for dbias
   int deterministic;
 };

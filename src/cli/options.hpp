@@ -19,11 +19,11 @@ std::string to_string(TuneMode);
 std::string to_string(BaselineMode);
 
 struct TimingOptions {
-  bool cold = true;          // flush L2 and hold the stream before each sample
+  bool cold = true;  // flush L2 and hold the stream before each sample
   int min_samples = 10;
-  double max_noise = 0.5;    // target relative stdev, percent
-  double min_time = 0.5;     // seconds of GPU time before the noise target may stop sampling
-  double timeout = 15.0;     // seconds per measurement, wall clock
+  double max_noise = 0.5;  // target relative stdev, percent
+  double min_time = 0.5;   // seconds of GPU time before the noise target may stop sampling
+  double timeout = 15.0;   // seconds per measurement, wall clock
   int warmup = 3;
 };
 
