@@ -33,15 +33,11 @@
 // dV and dK cost (BC/16) * 16 registers per owned block: D=512 with 8 warps and BC=32 is 128.
 #pragma once
 
-#include "params.h"
-#if FFPA_DROPOUT
-#include "philox.cuh"
-#endif
+#include "ffpa_common.cuh"
 
 namespace ffpa_bwd {
 
-typedef unsigned int u32;
-typedef unsigned short u16;
+using namespace ffpa_dev;
 
 constexpr int D = FFPA_D;
 constexpr int BR = FFPA_BR;
@@ -69,7 +65,6 @@ constexpr int QO_BYTES = BR * DP * 2;
 constexpr int PS_BYTES = BR * BCP * 2;
 constexpr int X_BYTES = BR * BC * 4;
 constexpr int SMEM_BYTES = 2 * KV_BYTES + 2 * QO_BYTES + 2 * PS_BYTES + X_BYTES + BR * 16 + BC * 4;
-#define NEG_INF __int_as_float(0xff800000u)
 #define POS_INF __int_as_float(0x7f800000u)
 constexpr float LOG2E = 1.4426950408889634f;
 
@@ -79,30 +74,6 @@ static_assert(NW % 2 == 0 && G % WR == 0, "phase 1 splits each half of the warps
 static_assert(R1 % 16 == 0 && C1 % 8 == 0 && BC % 16 == 0 && BR % 16 == 0, "whole mma tiles");
 static_assert(NCH <= 16, "cp_async_wait_n covers 16 groups");
 
-// Shared tiles are [rows][64] 16-bit pieces of 128-byte rows; the 16-byte granule is XOR-swizzled
-// with the row so that ldmatrix (8 rows, same granule) and cp.async hit distinct banks.
-__device__ __forceinline__ u32 tile_off(int row, int col, int rows) {
-  return (u32)((((col >> 6) * rows + row) << 7) + ((((col >> 3) & 7) ^ (row & 7)) << 4) +
-               ((col & 7) << 1));
-}
-
-__device__ __forceinline__ u32 smem_u32(const void* p) {
-  u32 r;
-  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
-  return r;
-}
-
-__device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 // n is a constant once the caller's loop is unrolled; the switch folds away.
 __device__ __forceinline__ void cp_async_wait_n(int n) {
   switch (n) {
@@ -157,67 +128,11 @@ __device__ __forceinline__ void cp_async_wait_n(int n) {
   }
 }
 
-__device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
 __device__ __forceinline__ void ldsm_x2(u32& r0, u32& r1, u32 addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
                : "=r"(r0), "=r"(r1)
                : "r"(addr));
 }
-__device__ __forceinline__ void ldsm_x4_t(u32 (&r)[4], u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-#if FFPA_BF16
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-#else
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-#endif
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two floats to the input dtype, lo in the low half.
-__device__ __forceinline__ u32 pack2(float lo, float hi) {
-  u32 r;
-#if FFPA_BF16
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-#else
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-#endif
-  return r;
-}
-
-__device__ __forceinline__ float to_f32(u16 h) {
-#if FFPA_BF16
-  return __uint_as_float(((u32)h) << 16);
-#else
-  float f;
-  asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
-  return f;
-#endif
-}
-
-__device__ __forceinline__ float bias_at(const FfpaFwdParams& p, long long off) {
-#if FFPA_BIAS == 1
-  return __ldg(static_cast<const float*>(p.bias) + off);
-#elif FFPA_BIAS == 2
-  return to_f32(__ldg(static_cast<const u16*>(p.bias) + off));
-#else
-  return 0.f;
-#endif
-}
-
 // fp32 atomic add of two neighbours (8-byte aligned): one vector reduction on sm90.
 __device__ __forceinline__ void red_add2(float* dst, float a, float b) {
 #if __CUDA_ARCH__ >= 900
@@ -240,16 +155,6 @@ struct KeepBits<false> {
 };
 typedef KeepBits<M1 * N1 * 4 <= 32>::T Keep;
 static_assert(M1 * N1 * 4 <= 64, "dropout keep bits fit two registers");
-
-// Zeroes the dropped ones of stream positions g, g + 1: the forward's pairing, so the same
-// elements are dropped.
-__device__ __forceinline__ void dropout2(unsigned long long seed, unsigned long long g, float pd,
-                                         float (&pr)[2]) {
-  FfpaDropoutStream st;
-  st.init(seed);
-  if (!(st.uniform(g) > pd)) pr[0] = 0.f;
-  if (!(st.uniform(g + 1) > pd)) pr[1] = 0.f;
-}
 #endif
 
 }  // namespace ffpa_bwd

@@ -24,15 +24,11 @@
 // chunk), so a thread holds (BR/WM)*(D/WN)/32 fp32 accumulators.
 #pragma once
 
-#include "params.h"
-#if FFPA_DROPOUT
-#include "philox.cuh"
-#endif
+#include "ffpa_common.cuh"
 
 namespace ffpa_fwd {
 
-typedef unsigned int u32;
-typedef unsigned short u16;
+using namespace ffpa_dev;
 
 constexpr int D = FFPA_D;
 constexpr int BR = FFPA_BR;
@@ -58,7 +54,6 @@ constexpr int VG = VN / 8;  // 16-byte granules in a row of a warp's V slice
 constexpr int Q_BYTES = BR * DP * 2;
 constexpr int P_BYTES = BR * BC * 2;
 constexpr int SMEM_BYTES = Q_BYTES + STAGES * STAGE_BYTES + P_BYTES + WN * BR * 4 + BR * 8;
-#define NEG_INF __int_as_float(0xff800000u)
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
@@ -66,13 +61,6 @@ static_assert(D % 8 == 0, "D must be a multiple of 8");
 static_assert(CW % 64 == 0 && BC % 64 == 0, "chunks are whole 64-column swizzled tiles");
 static_assert(RW % 16 == 0 && SN % 16 == 0 && VN % 16 == 0, "warp tiles are whole 16x16 pieces");
 static_assert(STAGES >= 2, "pipeline needs two stages");
-
-// Shared tiles are [rows][64] bf16 pieces of 128-byte rows; the 16-byte granule is XOR-swizzled
-// with the row so that ldmatrix (8 rows, same granule) and cp.async hit distinct banks.
-__device__ __forceinline__ u32 tile_off(int row, int col, int rows) {
-  return (u32)((((col >> 6) * rows + row) << 7) + ((((col >> 3) & 7) ^ (row & 7)) << 4) +
-               ((col & 7) << 1));
-}
 
 // A warp's V slice is [BC][VN] with VN = 16..128 columns: rows narrower than 128 bytes are
 // swizzled with the row's position inside its 128-byte line group.
@@ -83,92 +71,6 @@ __device__ __forceinline__ u32 vslice_off(int row, int g) {
 __device__ __forceinline__ void bar_named(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-
-__device__ __forceinline__ u32 smem_u32(const void* p) {
-  u32 r;
-  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
-  return r;
-}
-
-__device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_t(u32 (&r)[4], u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-#if FFPA_BF16
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-#else
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-#endif
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two floats to the input dtype, lo in the low half.
-__device__ __forceinline__ u32 pack2(float lo, float hi) {
-  u32 r;
-#if FFPA_BF16
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-#else
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-#endif
-  return r;
-}
-
-__device__ __forceinline__ float to_f32(u16 h) {
-#if FFPA_BF16
-  return __uint_as_float(((u32)h) << 16);
-#else
-  float f;
-  asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
-  return f;
-#endif
-}
-
-__device__ __forceinline__ float bias_at(const FfpaFwdParams& p, long long off) {
-#if FFPA_BIAS == 1
-  return __ldg(static_cast<const float*>(p.bias) + off);
-#elif FFPA_BIAS == 2
-  return to_f32(__ldg(static_cast<const u16*>(p.bias) + off));
-#else
-  return 0.f;
-#endif
-}
-
-#if FFPA_DROPOUT
-// Zeroes the dropped ones of two consecutive stream positions g, g + 1 (one Philox block unless
-// the pair straddles two).
-__device__ __forceinline__ void dropout2(unsigned long long seed, unsigned long long g, float pd,
-                                         float (&pr)[2]) {
-  FfpaDropoutStream st;
-  st.init(seed);
-  if (!(st.uniform(g) > pd)) pr[0] = 0.f;
-  if (!(st.uniform(g + 1) > pd)) pr[1] = 0.f;
-}
-#endif
 
 }  // namespace ffpa_fwd
 
