@@ -10,11 +10,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <optional>
 #include <random>
 #include <vector>
 
+#include "ffpa_support.hpp"
 #include "gpu/cuda.hpp"
 #include "reference/cpu_reference.hpp"
 #include "reference/reference.hpp"
@@ -24,77 +24,9 @@
 #include "variants/ffpa_fwd.hpp"
 
 using namespace ffpa;
+using namespace ffpa::test;
 
 namespace {
-
-uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fff + ((u >> 16) & 1);  // round to nearest even (inputs are finite)
-  return static_cast<uint16_t>(u >> 16);
-}
-float from_bf16(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint16_t to_fp16(float f) {  // round to nearest even; |f| stays well inside the normal range
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  const uint32_t sign = (u >> 16) & 0x8000;
-  const int exp = static_cast<int>((u >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = u & 0x7fffff;
-  if (exp <= 0) {  // subnormal half
-    if (exp < -10) return static_cast<uint16_t>(sign);
-    mant |= 0x800000;
-    const int shift = 14 - exp;
-    uint32_t h = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-  const uint32_t rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-float from_fp16(uint16_t h) {
-  const int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  float v = exp == 0    ? std::ldexp(static_cast<float>(mant), -24)
-            : exp == 31 ? (mant ? NAN : INFINITY)
-                        : std::ldexp(static_cast<float>(mant | 0x400), exp - 25);
-  return (h & 0x8000) ? -v : v;
-}
-
-struct Half {
-  Dtype dt;
-  uint16_t to(float f) const { return dt == Dtype::bf16 ? to_bf16(f) : to_fp16(f); }
-  float from(uint16_t h) const { return dt == Dtype::bf16 ? from_bf16(h) : from_fp16(h); }
-};
-
-gpu::DeviceBuffer upload_half(const std::vector<double>& x, Half h) {
-  std::vector<uint16_t> bits(x.size());
-  for (size_t i = 0; i < x.size(); ++i) bits[i] = h.to(static_cast<float>(x[i]));
-  gpu::DeviceBuffer d(bits.size() * 2);
-  FFPA_CUDA(cudaMemcpy(d.get(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
-  return d;
-}
-
-// Random normal values rounded to the dtype; `exact` receives what the kernel will read.
-gpu::DeviceBuffer upload_randn(int64_t n, Half h, std::mt19937& rng, double scale,
-                               std::vector<double>& exact) {
-  std::normal_distribution<float> nd(0.f, 1.f);
-  exact.resize(static_cast<size_t>(n));
-  for (auto& x : exact) x = h.from(h.to(nd(rng) * static_cast<float>(scale)));
-  return upload_half(exact, h);
-}
-
-gpu::DeviceBuffer poisoned(size_t bytes) {
-  gpu::DeviceBuffer d(bytes);
-  FFPA_CUDA(cudaMemset(d.get(), 0xff, bytes));  // NaN in bf16, fp16 and fp32
-  return d;
-}
 
 struct Error {
   double max_err = 0, max_ref = 0, rel_l2 = 0;
@@ -117,24 +49,6 @@ Error compare(const std::vector<double>& got, const std::vector<double>& ref) {
   }
   r.rel_l2 = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
   return r;
-}
-
-std::vector<double> download_half(const gpu::DeviceBuffer& d, Half h) {
-  std::vector<uint16_t> bits(d.bytes() / 2);
-  FFPA_CUDA(cudaMemcpy(bits.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost));
-  std::vector<double> out(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) out[i] = h.from(bits[i]);
-  return out;
-}
-
-Problem make(int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nkv, int64_t D,
-             Dtype dt = Dtype::bf16) {
-  Problem p;
-  p.case_name = "test";
-  p.shape = {B, Hq, Hkv, Nq, Nkv, D};
-  p.dtype = dt;
-  p.seed = 1;
-  return p;
 }
 
 std::string describe(const Problem& pr) {
@@ -167,18 +81,8 @@ void expect_close(const Problem& pr, std::optional<bwd::Config> cfg = std::nullo
   gpu::DeviceBuffer bias, dbias;
   const bool fp32_bias = pr.mask_dtype == MaskDtype::fp32;
   if (pr.mask != MaskKind::none) {
-    const int64_t n = pr.mask_elems();
-    if (fp32_bias) {
-      std::normal_distribution<float> nd(0.f, 1.f);
-      std::vector<float> b(static_cast<size_t>(n));
-      in.bias.resize(b.size());
-      for (size_t i = 0; i < b.size(); ++i) in.bias[i] = b[i] = nd(rng) * 0.25f;
-      bias = gpu::DeviceBuffer(b.size() * 4);
-      FFPA_CUDA(cudaMemcpy(bias.get(), b.data(), b.size() * 4, cudaMemcpyHostToDevice));
-    } else {
-      bias = upload_randn(n, h, rng, 0.25, in.bias);
-    }
-    dbias = poisoned(static_cast<size_t>(n) * (fp32_bias ? 4 : 2));
+    bias = upload_bias(pr, h, rng, in.bias);
+    dbias = poisoned(static_cast<size_t>(pr.mask_elems()) * (fp32_bias ? 4 : 2));
   }
   const HostAttnOutputs ref = cpu_attention(pr, in);
   gpu::DeviceBuffer o = upload_half(ref.o, h);
@@ -191,32 +95,16 @@ void expect_close(const Problem& pr, std::optional<bwd::Config> cfg = std::nullo
 
   FfpaBwdParams p{};
   FfpaFwdParams& f = p.fwd;
+  f = contiguous_params(pr, in);
   f.q = q.get(), f.k = k.get(), f.v = v.get(), f.o = o.get(), f.lse = lse.as<float>();
   f.bias = bias.get();
-  f.q_row_stride = f.o_row_stride = p.do_row_stride = p.dq_row_stride = s.D;
-  f.q_head_stride = f.o_head_stride = p.do_head_stride = p.dq_head_stride = s.Nq * s.D;
-  f.q_batch_stride = f.o_batch_stride = p.do_batch_stride = p.dq_batch_stride = s.Hq * s.Nq * s.D;
-  f.k_row_stride = f.v_row_stride = p.dk_row_stride = p.dv_row_stride = s.D;
-  f.k_head_stride = f.v_head_stride = p.dk_head_stride = p.dv_head_stride = s.Nkv * s.D;
-  f.k_batch_stride = f.v_batch_stride = p.dk_batch_stride = p.dv_batch_stride = s.Hkv * s.Nkv * s.D;
-  if (pr.mask != MaskKind::none) {
-    f.bias_row_stride = pr.mask == MaskKind::key ? 0 : s.Nkv;
-    f.bias_head_stride = pr.mask == MaskKind::full ? s.Nq * s.Nkv : 0;
-    f.bias_batch_stride = pr.mask == MaskKind::full ? s.Hq * s.Nq * s.Nkv : 0;
-  }
-  f.bias_is_fp32 = fp32_bias;
-  f.is_bf16 = pr.dtype == Dtype::bf16;
-  f.B = static_cast<int>(s.B), f.Hq = static_cast<int>(s.Hq), f.Hkv = static_cast<int>(s.Hkv);
-  f.Nq = static_cast<int>(s.Nq), f.Nkv = static_cast<int>(s.Nkv), f.D = static_cast<int>(s.D);
-  f.group = static_cast<int>(s.group());
-  f.scale = static_cast<float>(pr.scale());
-  f.scale_log2 = static_cast<float>(pr.scale() * 1.4426950408889634);
-  f.causal = pr.causal == Causal::bottom_right ? 1 : pr.causal == Causal::top_left ? 2 : 0;
-  f.dropout_p = static_cast<float>(pr.dropout);
-  f.dropout_scale = static_cast<float>(1.0 / (1.0 - pr.dropout));
-  f.dropout_seed = in.dropout_seed;
-  f.dropout_offset = in.dropout_offset;
   f.num_splits = 1;
+  p.do_row_stride = p.dq_row_stride = f.q_row_stride;
+  p.do_head_stride = p.dq_head_stride = f.q_head_stride;
+  p.do_batch_stride = p.dq_batch_stride = f.q_batch_stride;
+  p.dk_row_stride = p.dv_row_stride = f.k_row_stride;
+  p.dk_head_stride = p.dv_head_stride = f.k_head_stride;
+  p.dk_batch_stride = p.dv_batch_stride = f.k_batch_stride;
   p.dout = dout.get();
   p.dq = dq.get(), p.dk = dk.get(), p.dv = dv.get(), p.dbias = dbias.get();
 
@@ -384,12 +272,7 @@ TEST_CASE("bwd through AttnTensors passes the runner's FA3-rule check", "[gpu]")
     FFPA_CUDA(cudaDeviceSynchronize());
     const auto checks = check_outputs(t, ref, Pass::bwd);
     REQUIRE(checks.size() == (p.mask == MaskKind::none ? 3u : 4u));
-    for (const TensorCheck& c : checks) {
-      INFO(c.tensor << " max_abs=" << c.max_abs << " bound=" << c.bound << " rel_rms=" << c.rel_rms
-                    << " nonfinite=" << c.nonfinite);
-      CHECK(c.pass);
-      CHECK(c.nonfinite == 0);
-    }
+    expect_passed(checks);
   }
 }
 
@@ -420,21 +303,7 @@ void bench(const char* name, const Problem& pr, std::optional<bwd::Config> cfg =
                 to_string(c.knobs()).c_str(), e.what());
     return;
   }
-  gpu::Stream st;
-  for (int i = 0; i < 2; ++i) op->launch(st.get());
-  st.sync();
-  std::vector<float> ms;
-  gpu::Event a, b;
-  for (int i = 0; i < 5; ++i) {
-    a.record(st.get());
-    op->launch(st.get());
-    b.record(st.get());
-    st.sync();
-    ms.push_back(b.since(a));
-  }
-  gpu::check_launch(name);
-  std::sort(ms.begin(), ms.end());
-  const double med = ms[ms.size() / 2];
+  const double med = median_ms(*op, 2, 5, name);
   std::printf("%-10s %s %-30s %9.3f ms %7.1f TFLOPS  [%s]\n", name, describe(pr).c_str(),
               to_string(c.knobs()).c_str(), med, pr.flops(Pass::bwd) / (med * 1e9),
               op->includes().c_str());

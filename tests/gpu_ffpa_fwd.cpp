@@ -8,11 +8,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <optional>
 #include <random>
 #include <vector>
 
+#include "ffpa_support.hpp"
 #include "gpu/cuda.hpp"
 #include "reference/cpu_reference.hpp"
 #include "reference/reference.hpp"
@@ -21,69 +21,9 @@
 #include "variants/ffpa_fwd_kernel.hpp"
 
 using namespace ffpa;
+using namespace ffpa::test;
 
 namespace {
-
-uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fff + ((u >> 16) & 1);  // round to nearest even (inputs are finite)
-  return static_cast<uint16_t>(u >> 16);
-}
-float from_bf16(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-uint16_t to_fp16(float f) {  // round to nearest even; |f| stays well inside the normal range
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  const uint32_t sign = (u >> 16) & 0x8000;
-  const int exp = static_cast<int>((u >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = u & 0x7fffff;
-  if (exp <= 0) {  // subnormal half
-    if (exp < -10) return static_cast<uint16_t>(sign);
-    mant |= 0x800000;
-    const int shift = 14 - exp;
-    uint32_t h = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-  const uint32_t rem = mant & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-float from_fp16(uint16_t h) {
-  const int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  float v = exp == 0    ? std::ldexp(static_cast<float>(mant), -24)
-            : exp == 31 ? (mant ? NAN : INFINITY)
-                        : std::ldexp(static_cast<float>(mant | 0x400), exp - 25);
-  return (h & 0x8000) ? -v : v;
-}
-
-struct Half {
-  Dtype dt;
-  uint16_t to(float f) const { return dt == Dtype::bf16 ? to_bf16(f) : to_fp16(f); }
-  float from(uint16_t h) const { return dt == Dtype::bf16 ? from_bf16(h) : from_fp16(h); }
-};
-
-// Random normal values rounded to the dtype; `exact` receives what the kernel will read.
-gpu::DeviceBuffer upload_randn(int64_t n, Half h, std::mt19937& rng, double scale,
-                               std::vector<double>& exact) {
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<uint16_t> bits(static_cast<size_t>(n));
-  exact.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    bits[i] = h.to(nd(rng) * static_cast<float>(scale));
-    exact[i] = h.from(bits[i]);
-  }
-  gpu::DeviceBuffer d(bits.size() * 2);
-  FFPA_CUDA(cudaMemcpy(d.get(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
-  return d;
-}
 
 struct Outcome {
   double max_err = 0, max_ref = 0, rel_l2 = 0, lse_err = 0;
@@ -102,50 +42,15 @@ Outcome run_case(const Problem& pr, fwd::Config cfg) {
   gpu::DeviceBuffer k = upload_randn(nkv, h, rng, 1.0, in.k);
   gpu::DeviceBuffer v = upload_randn(nkv, h, rng, 1.0, in.v);
   gpu::DeviceBuffer bias;
-  if (pr.mask != MaskKind::none) {
-    const int64_t n = pr.mask_elems();
-    if (pr.mask_dtype == MaskDtype::fp32) {
-      std::normal_distribution<float> nd(0.f, 1.f);
-      std::vector<float> b(static_cast<size_t>(n));
-      in.bias.resize(b.size());
-      for (size_t i = 0; i < b.size(); ++i) in.bias[i] = b[i] = nd(rng) * 0.25f;
-      bias = gpu::DeviceBuffer(b.size() * 4);
-      FFPA_CUDA(cudaMemcpy(bias.get(), b.data(), b.size() * 4, cudaMemcpyHostToDevice));
-    } else {
-      bias = upload_randn(n, h, rng, 0.25, in.bias);
-    }
-  }
+  if (pr.mask != MaskKind::none) bias = upload_bias(pr, h, rng, in.bias);
   const int64_t nlse = s.B * s.Hq * s.Nq;
   gpu::DeviceBuffer o(static_cast<size_t>(nq) * 2), lse(static_cast<size_t>(nlse) * 4);
   FFPA_CUDA(cudaMemset(o.get(), 0xff, o.bytes()));  // NaN in bf16, fp16 and fp32
   FFPA_CUDA(cudaMemset(lse.get(), 0xff, lse.bytes()));
 
-  FfpaFwdParams p{};
+  FfpaFwdParams p = contiguous_params(pr, in);
   p.q = q.get(), p.k = k.get(), p.v = v.get(), p.o = o.get(), p.lse = lse.as<float>();
   p.bias = bias.get();
-  p.q_row_stride = p.o_row_stride = s.D;
-  p.q_head_stride = p.o_head_stride = s.Nq * s.D;
-  p.q_batch_stride = p.o_batch_stride = s.Hq * s.Nq * s.D;
-  p.k_row_stride = p.v_row_stride = s.D;
-  p.k_head_stride = p.v_head_stride = s.Nkv * s.D;
-  p.k_batch_stride = p.v_batch_stride = s.Hkv * s.Nkv * s.D;
-  if (pr.mask != MaskKind::none) {
-    p.bias_row_stride = pr.mask == MaskKind::key ? 0 : s.Nkv;
-    p.bias_head_stride = pr.mask == MaskKind::full ? s.Nq * s.Nkv : 0;
-    p.bias_batch_stride = pr.mask == MaskKind::full ? s.Hq * s.Nq * s.Nkv : 0;
-  }
-  p.bias_is_fp32 = pr.mask_dtype == MaskDtype::fp32;
-  p.is_bf16 = pr.dtype == Dtype::bf16;
-  p.B = static_cast<int>(s.B), p.Hq = static_cast<int>(s.Hq), p.Hkv = static_cast<int>(s.Hkv);
-  p.Nq = static_cast<int>(s.Nq), p.Nkv = static_cast<int>(s.Nkv), p.D = static_cast<int>(s.D);
-  p.group = static_cast<int>(s.group());
-  p.scale = static_cast<float>(pr.scale());
-  p.scale_log2 = static_cast<float>(pr.scale() * 1.4426950408889634);
-  p.causal = pr.causal == Causal::bottom_right ? 1 : pr.causal == Causal::top_left ? 2 : 0;
-  p.dropout_p = static_cast<float>(pr.dropout);
-  p.dropout_scale = static_cast<float>(1.0 / (1.0 - pr.dropout));
-  p.dropout_seed = in.dropout_seed;
-  p.dropout_offset = in.dropout_offset;
 
   const gpu::DeviceInfo dev = gpu::open_device(0);
   REQUIRE(fwd::check(cfg, static_cast<int>(s.D), dev.smem_per_block_optin).empty());
@@ -185,16 +90,6 @@ Outcome run_case(const Problem& pr, fwd::Config cfg) {
   }
   r.rel_l2 = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
   return r;
-}
-
-Problem make(int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nkv, int64_t D,
-             Dtype dt = Dtype::bf16) {
-  Problem p;
-  p.case_name = "test";
-  p.shape = {B, Hq, Hkv, Nq, Nkv, D};
-  p.dtype = dt;
-  p.seed = 1;
-  return p;
 }
 
 void expect_close(const Problem& pr, std::optional<fwd::Config> cfg = std::nullopt) {
@@ -337,12 +232,7 @@ TEST_CASE("the variant through AttnTensors passes the runner's FA3-rule check", 
     const Reference ref = compute_reference(t, Pass::fwd);
     const auto checks = check_outputs(t, ref, Pass::fwd);
     REQUIRE(checks.size() == 2);
-    for (const TensorCheck& c : checks) {
-      INFO(c.tensor << " max_abs=" << c.max_abs << " bound=" << c.bound << " rel_rms=" << c.rel_rms
-                    << " nonfinite=" << c.nonfinite);
-      CHECK(c.pass);
-      CHECK(c.nonfinite == 0);
-    }
+    expect_passed(checks);
   }
 }
 
@@ -369,20 +259,8 @@ void bench(const char* name, Problem pr, fwd::Config c) {
   gpu::DeviceBuffer v = big_random(s.B * s.Hkv * s.Nkv * s.D, rng);
   gpu::DeviceBuffer o(static_cast<size_t>(s.B * s.Hq * s.Nq * s.D) * 2);
   gpu::DeviceBuffer lse(static_cast<size_t>(s.B * s.Hq * s.Nq) * 4);
-  FfpaFwdParams p{};
+  FfpaFwdParams p = contiguous_params(pr, HostAttnInputs{});
   p.q = q.get(), p.k = k.get(), p.v = v.get(), p.o = o.get(), p.lse = lse.as<float>();
-  p.q_row_stride = p.o_row_stride = p.k_row_stride = p.v_row_stride = s.D;
-  p.q_head_stride = p.o_head_stride = s.Nq * s.D;
-  p.q_batch_stride = p.o_batch_stride = s.Hq * s.Nq * s.D;
-  p.k_head_stride = p.v_head_stride = s.Nkv * s.D;
-  p.k_batch_stride = p.v_batch_stride = s.Hkv * s.Nkv * s.D;
-  p.is_bf16 = 1;
-  p.B = s.B, p.Hq = s.Hq, p.Hkv = s.Hkv, p.Nq = s.Nq, p.Nkv = s.Nkv, p.D = s.D;
-  p.group = s.group();
-  p.scale = pr.scale();
-  p.scale_log2 = pr.scale() * 1.4426950408889634;
-  p.causal = pr.causal == Causal::bottom_right ? 1 : 0;
-  p.dropout_scale = 1.f;
   const gpu::DeviceInfo dev = gpu::open_device(0);
   if (auto why = fwd::check(c, s.D, dev.smem_per_block_optin); !why.empty()) {
     std::printf("%-10s D=%4lld %s: skipped (%s)\n", name, (long long)s.D,
@@ -397,21 +275,7 @@ void bench(const char* name, Problem pr, fwd::Config c) {
                 to_string(c.knobs()).c_str(), e.what());
     return;
   }
-  gpu::Stream st;
-  for (int i = 0; i < 3; ++i) op->launch(st.get());
-  st.sync();
-  std::vector<float> ms;
-  gpu::Event a, b;
-  for (int i = 0; i < 10; ++i) {
-    a.record(st.get());
-    op->launch(st.get());
-    b.record(st.get());
-    st.sync();
-    ms.push_back(b.since(a));
-  }
-  gpu::check_launch(name);
-  std::sort(ms.begin(), ms.end());
-  const double med = ms[ms.size() / 2];
+  const double med = median_ms(*op, 3, 10, name);
   std::printf("%-10s D=%4lld Nq=%5lld Nkv=%5lld Hq=%lld Hkv=%lld %-52s %8.3f ms %7.1f TFLOPS %s\n",
               name, (long long)s.D, (long long)s.Nq, (long long)s.Nkv, (long long)s.Hq,
               (long long)s.Hkv, to_string(c.knobs()).c_str(), med,

@@ -2,8 +2,7 @@
 // ptxas must not spill (dK/dV of a key tile in registers is the failure mode of large D).
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
-
+#include "ffpa_support.hpp"
 #include "gpu/nvrtc.hpp"
 #include "support.hpp"
 #include "tuning/grid.hpp"
@@ -11,23 +10,11 @@
 #include "variants/ffpa_bwd_kernel.hpp"
 
 using namespace ffpa;
+using test::compile_problem;
+using test::FreshCache;
+using test::h200;
 
 namespace {
-
-Problem problem(int D, Causal causal = Causal::none) {
-  Problem p;
-  p.shape = {1, 32, 32, 8192, 8192, D};
-  p.causal = causal;
-  return p;
-}
-
-gpu::DeviceInfo h200() {
-  gpu::DeviceInfo d;
-  d.sm_major = 9;
-  d.sm_count = 132;
-  d.smem_per_block_optin = 227 * 1024;
-  return d;
-}
 
 void compile_clean(const bwd::Config& c, const bwd::Features& f, const std::string& arch) {
   INFO("D=" << f.D << " " << to_string(c.knobs()) << " " << arch << " causal=" << f.causal
@@ -35,26 +22,9 @@ void compile_clean(const bwd::Config& c, const bwd::Features& f, const std::stri
             << " bf16=" << f.bf16);
   REQUIRE(bwd::check(c, f.D, 227 * 1024).empty());
   const nvrtc::Compiled comp = bwd::compile(c, f, arch);
-  CHECK_FALSE(comp.cubin.empty());
-  for (const char* k : {"ffpa_bwd_pre_kernel", "ffpa_bwd_kernel", "ffpa_bwd_convert_kernel"}) {
-    const auto it = comp.info.find(k);
-    INFO(k << "\n" << comp.log);
-    REQUIRE(it != comp.info.end());
-    CHECK(it->second.registers > 0);
-    CHECK(it->second.registers <= 255);
-    CHECK(it->second.spill_stores == 0);
-    CHECK(it->second.spill_loads == 0);
-    CHECK(it->second.stack_bytes == 0);
-  }
+  test::check_clean(comp, {"ffpa_bwd_pre_kernel", "ffpa_bwd_kernel", "ffpa_bwd_convert_kernel"});
   CHECK(bwd::accumulator_registers(c, f.D) < comp.info.at("ffpa_bwd_kernel").registers);
 }
-
-// Compiles in a private cache directory, so the compiler really runs.
-struct FreshCache {
-  test::TempDir dir;
-  FreshCache() { setenv("XDG_CACHE_HOME", dir.path().c_str(), 1); }
-  ~FreshCache() { unsetenv("XDG_CACHE_HOME"); }
-};
 
 }  // namespace
 
@@ -90,7 +60,7 @@ TEST_CASE("bwd default configurations compile for sm_80 and sm_90a without spill
   for (int D : {64, 320, 512, 1024})
     for (const char* arch : {"sm_80", "sm_90a"})
       for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
-        Problem p = problem(D);
+        Problem p = compile_problem(D);
         p.dtype = dt;
         compile_clean(bwd::default_config(p), bwd::Features::of(p), arch);
       }
@@ -106,7 +76,7 @@ TEST_CASE("bwd defaults compile with every feature combination without spills",
           for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input})
             for (double dropout : {0.0, 0.1}) {
               if (mask == MaskKind::none && md == MaskDtype::input) continue;
-              Problem p = problem(D, causal);
+              Problem p = compile_problem(D, causal);
               p.mask = mask;
               p.mask_dtype = md;
               p.dropout = dropout;
@@ -118,7 +88,7 @@ TEST_CASE("bwd register peak: D=512 and 1024 with bias, causal and dropout", "[n
   FreshCache cache;
   for (int D : {512, 1024})
     for (const char* arch : {"sm_80", "sm_90a"}) {
-      Problem p = problem(D, Causal::bottom_right);
+      Problem p = compile_problem(D, Causal::bottom_right);
       p.mask = MaskKind::key;
       p.dropout = 0.1;
       compile_clean(bwd::default_config(p), bwd::Features::of(p), arch);
@@ -136,27 +106,29 @@ TEST_CASE("variant ffpa-bwd-sm80: grid file, support surface", "[nvrtc][bwd]") {
   const Grid g = load_variant_grid(v->name(), (test::source_dir() / "configs" / "grids").string());
   CHECK(check_grid_matches(g, v->knob_names()).ok());
   for (int D : {32, 64, 320, 512, 520, 1024}) {
-    Problem p = problem(D);
+    Problem p = compile_problem(D);
     INFO("D=" << D);
     CHECK(v->supports(p).ok());
     CHECK(v->supports(p, v->default_knobs(p), h200()).ok());
   }
-  CHECK_FALSE(v->supports(problem(1032)).ok());
-  CHECK_FALSE(v->supports(problem(100)).ok());
-  Problem gqa = problem(512);
+  CHECK_FALSE(v->supports(compile_problem(1032)).ok());
+  CHECK_FALSE(v->supports(compile_problem(100)).ok());
+  Problem gqa = compile_problem(512);
   gqa.shape.Hkv = 5;
   CHECK_FALSE(v->supports(gqa).ok());
   gpu::DeviceInfo turing = h200();
   turing.sm_major = 7;
-  CHECK_FALSE(v->supports(problem(512), v->default_knobs(problem(512)), turing).ok());
+  CHECK_FALSE(
+      v->supports(compile_problem(512), v->default_knobs(compile_problem(512)), turing).ok());
   gpu::DeviceInfo small = h200();
   small.smem_per_block_optin = 99 * 1024;  // sm_86/sm_89: resident K, V, Q, dO tiles
-  CHECK_THAT(v->supports(problem(512), v->default_knobs(problem(512)), small).reason,
-             Catch::Contains("shared memory"));
+  CHECK_THAT(
+      v->supports(compile_problem(512), v->default_knobs(compile_problem(512)), small).reason,
+      Catch::Contains("shared memory"));
 }
 
 TEST_CASE("bwd bind refuses misaligned tensors before touching the GPU", "[nvrtc][bwd]") {
-  const Problem p = problem(512);
+  const Problem p = compile_problem(512);
   FfpaBwdParams prm{};
   alignas(16) static char fake[64];
   prm.fwd.q = prm.fwd.k = prm.fwd.v = prm.fwd.o = fake;

@@ -2,6 +2,7 @@
 // ptxas must not spill (a spilling accumulator tile is the failure mode of large D).
 #include <catch2/catch.hpp>
 
+#include "ffpa_support.hpp"
 #include "gpu/nvrtc.hpp"
 #include "support.hpp"
 #include "tuning/grid.hpp"
@@ -9,30 +10,16 @@
 #include "variants/ffpa_fwd_kernel.hpp"
 
 using namespace ffpa;
+using test::compile_problem;
 
 namespace {
-
-Problem problem(int D, Causal causal = Causal::none) {
-  Problem p;
-  p.shape = {1, 32, 32, 8192, 8192, D};
-  p.causal = causal;
-  return p;
-}
 
 void compile_clean(const fwd::Config& c, const fwd::Features& f, const std::string& arch) {
   INFO("D=" << f.D << " " << to_string(c.knobs()) << " " << arch);
   REQUIRE(fwd::check(c, f.D, 227 * 1024).empty());
   const nvrtc::Compiled comp = fwd::compile(c, f, arch);
-  CHECK_FALSE(comp.cubin.empty());
-  const auto it = comp.info.find("ffpa_fwd_kernel");
-  REQUIRE(it != comp.info.end());
-  INFO(comp.log);
-  CHECK(it->second.registers > 0);
-  CHECK(it->second.registers <= 255);
-  CHECK(it->second.spill_stores == 0);
-  CHECK(it->second.spill_loads == 0);
-  CHECK(it->second.stack_bytes == 0);
-  CHECK(fwd::accumulator_registers(c, f.D) < it->second.registers);
+  test::check_clean(comp, {"ffpa_fwd_kernel"});
+  CHECK(fwd::accumulator_registers(c, f.D) < comp.info.at("ffpa_fwd_kernel").registers);
 }
 
 }  // namespace
@@ -74,11 +61,10 @@ TEST_CASE("configuration checks reject what cannot fit", "[nvrtc]") {
 }
 
 TEST_CASE("default configurations compile for sm_80 and sm_90a without spills", "[nvrtc]") {
-  test::TempDir cache;  // compile for real, not from the user's cubin cache
-  setenv("XDG_CACHE_HOME", cache.path().c_str(), 1);
+  test::FreshCache cache;  // compile for real, not from the user's cubin cache
   for (int D : {320, 512, 1024})
     for (const char* arch : {"sm_80", "sm_90a"}) {
-      const Problem p = problem(D);
+      const Problem p = compile_problem(D);
       compile_clean(fwd::default_config(p), fwd::Features::of(p), arch);
     }
   // Every feature combination at D=512 (the register peak of Br=64) and D=1024: a spill in one of
@@ -90,7 +76,7 @@ TEST_CASE("default configurations compile for sm_80 and sm_90a without spills", 
           for (double dropout : {0.0, 0.1})
             for (bool split : {false, true}) {
               if (mask == MaskKind::none && md == MaskDtype::input) continue;
-              Problem p = problem(D, causal);
+              Problem p = compile_problem(D, causal);
               p.mask = mask;
               p.mask_dtype = md;
               p.dropout = dropout;
@@ -98,13 +84,11 @@ TEST_CASE("default configurations compile for sm_80 and sm_90a without spills", 
               f.split = split;
               compile_clean(fwd::default_config(p), f, "sm_90a");
             }
-  unsetenv("XDG_CACHE_HOME");
 }
 
 TEST_CASE("the cubin cache returns what was compiled", "[nvrtc]") {
-  test::TempDir cache;
-  setenv("XDG_CACHE_HOME", cache.path().c_str(), 1);
-  const Problem p = problem(128);
+  test::FreshCache cache;
+  const Problem p = compile_problem(128);
   fwd::Config c = fwd::default_config(p);
   const auto first = fwd::compile(c, fwd::Features::of(p), "sm_80");
   const auto second = fwd::compile(c, fwd::Features::of(p), "sm_80");
@@ -114,7 +98,6 @@ TEST_CASE("the cubin cache returns what was compiled", "[nvrtc]") {
   CHECK(second.info.at("ffpa_fwd_kernel").registers == first.info.at("ffpa_fwd_kernel").registers);
   c.stages = 2;  // other options, other entry
   CHECK_FALSE(fwd::compile(c, fwd::Features::of(p), "sm_80").cached);
-  unsetenv("XDG_CACHE_HOME");
 }
 
 TEST_CASE("variant ffpa-fwd-sm80: grid file, support surface", "[nvrtc]") {
@@ -124,53 +107,49 @@ TEST_CASE("variant ffpa-fwd-sm80: grid file, support surface", "[nvrtc]") {
   const Grid g = load_variant_grid(v->name(), (test::source_dir() / "configs" / "grids").string());
   CHECK(check_grid_matches(g, v->knob_names()).ok());
 
-  gpu::DeviceInfo h200;
-  h200.sm_major = 9;
-  h200.sm_count = 132;
-  h200.smem_per_block_optin = 227 * 1024;
+  const gpu::DeviceInfo h200 = test::h200();
   for (int D : {32, 64, 320, 512, 520, 1024}) {
-    Problem p = problem(D);
+    Problem p = compile_problem(D);
     INFO("D=" << D);
     CHECK(v->supports(p).ok());
     CHECK(v->supports(p, v->default_knobs(p), h200).ok());
   }
-  CHECK_FALSE(v->supports(problem(1032)).ok());
-  CHECK_FALSE(v->supports(problem(100)).ok());
-  Problem gqa = problem(512);
+  CHECK_FALSE(v->supports(compile_problem(1032)).ok());
+  CHECK_FALSE(v->supports(compile_problem(100)).ok());
+  Problem gqa = compile_problem(512);
   gqa.shape.Hkv = 5;
   CHECK_FALSE(v->supports(gqa).ok());
   gpu::DeviceInfo turing = h200;
   turing.sm_major = 7;
-  CHECK_FALSE(v->supports(problem(512), v->default_knobs(problem(512)), turing).ok());
+  CHECK_FALSE(
+      v->supports(compile_problem(512), v->default_knobs(compile_problem(512)), turing).ok());
   gpu::DeviceInfo small = h200;
   small.smem_per_block_optin = 99 * 1024;  // sm_86/sm_89: resident Q of 64 x 512 + stages
-  const Support s = v->supports(problem(512), v->default_knobs(problem(512)), small);
+  const Support s =
+      v->supports(compile_problem(512), v->default_knobs(compile_problem(512)), small);
   CHECK_THAT(s.reason, Catch::Contains("shared memory"));
 }
 
 TEST_CASE("split-KV fills the GPU for decode only", "[nvrtc]") {
-  const fwd::Config c = fwd::default_config(problem(512));
-  Problem dec = problem(512);
+  const fwd::Config c = fwd::default_config(compile_problem(512));
+  Problem dec = compile_problem(512);
   dec.shape.Nq = 1;
   CHECK(fwd::resolve_splits(c, dec, 132) == 4);  // 32 heads: 4 x 32 = 128 blocks
   dec.shape.Hkv = 8;
   CHECK(fwd::resolve_splits(c, dec, 132) == 16);  // q heads packed: 8 blocks
-  CHECK(fwd::resolve_splits(c, problem(512), 132) == 1);
+  CHECK(fwd::resolve_splits(c, compile_problem(512), 132) == 1);
   fwd::Config fixed = c;
   fixed.splits = 1000;
   CHECK(fwd::resolve_splits(fixed, dec, 132) == 64);
 }
 
 TEST_CASE("bind refuses misaligned tensors before touching the GPU", "[nvrtc]") {
-  const Problem p = problem(512);
+  const Problem p = compile_problem(512);
   FfpaFwdParams prm{};
   alignas(16) static char fake[64];
   prm.q = prm.k = prm.v = prm.o = fake;
   prm.q_row_stride = prm.k_row_stride = prm.v_row_stride = prm.o_row_stride = 512;
-  gpu::DeviceInfo h200;
-  h200.sm_major = 9;
-  h200.sm_count = 132;
-  h200.smem_per_block_optin = 227 * 1024;
+  const gpu::DeviceInfo h200 = test::h200();
   prm.k_row_stride = 516;  // rows no longer 16-byte aligned
   CHECK_THROWS_AS(fwd::bind(p, fwd::default_config(p), prm, h200), Unsupported);
   prm.k_row_stride = 512;

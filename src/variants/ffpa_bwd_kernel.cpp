@@ -2,17 +2,14 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 
 #include "core/error.hpp"
 #include "variants/ffpa_fwd_kernel.hpp"
+#include "variants/ffpa_variant.hpp"
 
 namespace ffpa::bwd {
+using namespace ffpa_family;
 namespace {
-
-int padded_d(const Config& c, int D) {
-  return (D + c.Kd - 1) / c.Kd * c.Kd;
-}
 int blocks_per_warp(const Config& c, int D) {
   return ((D + 15) / 16 + c.warps - 1) / c.warps;
 }
@@ -83,34 +80,31 @@ class BwdOp : public Op {
 
 }  // namespace
 
+constexpr Knob<Config> kKnobs[] = {{"Br", &Config::Br},
+                                   {"Bc", &Config::Bc},
+                                   {"warps", &Config::warps},
+                                   {"Wr", &Config::Wr},
+                                   {"Kd", &Config::Kd}};
+
 const std::vector<std::string>& knob_names() {
-  static const std::vector<std::string> names = {"Br", "Bc", "warps", "Wr", "Kd"};
+  static const std::vector<std::string> names = ffpa_family::knob_names(kKnobs);
   return names;
 }
 
 Config Config::from_knobs(const Knobs& k) {
-  Config c;
-  auto get = [&](const char* n, int& v) {
-    if (auto x = knob(k, n)) v = static_cast<int>(*x);
-  };
-  get("Br", c.Br);
-  get("Bc", c.Bc);
-  get("warps", c.warps);
-  get("Wr", c.Wr);
-  get("Kd", c.Kd);
-  return c;
+  return read_knobs(kKnobs, k);
 }
 
 Knobs Config::knobs() const {
-  return {{"Br", Br}, {"Bc", Bc}, {"warps", warps}, {"Wr", Wr}, {"Kd", Kd}};
+  return knobs_of(kKnobs, *this);
 }
 
 Features Features::of(const Problem& pr) {
   Features f;
   f.D = static_cast<int>(pr.shape.D);
   f.bf16 = pr.dtype == Dtype::bf16;
-  f.causal = pr.causal == Causal::bottom_right ? 1 : pr.causal == Causal::top_left ? 2 : 0;
-  f.bias = pr.mask == MaskKind::none ? 0 : pr.mask_dtype == MaskDtype::fp32 ? 1 : 2;
+  f.causal = causal_code(pr);
+  f.bias = bias_code(pr);
   f.dbias = pr.mask == MaskKind::key         ? 1
             : pr.mask == MaskKind::query_key ? 2
             : pr.mask == MaskKind::full      ? 3
@@ -135,7 +129,7 @@ Config default_config(const Problem& pr) {
 }
 
 int smem_bytes(const Config& c, int D) {
-  const int dp = padded_d(c, D), bcp = (c.Bc + 63) / 64 * 64;
+  const int dp = padded_d(D, c.Kd), bcp = (c.Bc + 63) / 64 * 64;
   return 2 * c.Bc * dp * 2 + 2 * c.Br * dp * 2 + 2 * c.Br * bcp * 2 + c.Br * c.Bc * 4 + c.Br * 16 +
          c.Bc * 4;
 }
@@ -158,21 +152,15 @@ std::string check(const Config& c, int D, int smem_limit) {
   if (c.Bc % wc || (c.Bc / wc) % 8)
     return "Bc/(warps/2/Wr) must be a multiple of 8 (phase-1 key columns of a warp)";
   if (c.Kd % 64) return "Kd must be a multiple of 64 (swizzled 64-column tiles)";
-  if (padded_d(c, D) / c.Kd > 16) return "more than 16 D chunks (raise Kd)";
+  if (padded_d(D, c.Kd) / c.Kd > 16) return "more than 16 D chunks (raise Kd)";
   if ((c.Br / c.Wr / 16) * (c.Bc / wc / 8) * 4 > 64)
     return "phase-1 slice of a warp too large for the dropout keep bits (64)";
-  const int smem = smem_bytes(c, D);
-  if (smem > smem_limit)
-    return "needs " + s(smem) + " bytes of shared memory, the device allows " + s(smem_limit);
-  const int reg_limit = std::min(255, 65536 / c.threads());
-  const int regs = accumulator_registers(c, D) + kRegisterOverhead;
-  if (regs > reg_limit)
-    return "needs about " + s(regs) + " registers a thread, the limit is " + s(reg_limit);
-  return {};
+  return check_resources(smem_bytes(c, D), smem_limit, c.threads(),
+                         accumulator_registers(c, D) + kRegisterOverhead);
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const Features& f) {
-  auto d = [](const char* n, int v) { return std::string("-D") + n + "=" + std::to_string(v); };
+  const auto d = define;
   return {d("FFPA_D", f.D),         d("FFPA_BR", c.Br),          d("FFPA_BC", c.Bc),
           d("FFPA_NW", c.warps),    d("FFPA_WR", c.Wr),          d("FFPA_CW", c.Kd),
           d("FFPA_BF16", f.bf16),   d("FFPA_CAUSAL", f.causal),  d("FFPA_BIAS", f.bias),
@@ -188,12 +176,6 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   const int D = static_cast<int>(pr.shape.D);
   if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
   // 16-byte cp.async / vector loads of q, k, v, o, dO rows; 4-byte stores of dq, dk, dv pairs.
-  auto aligned = [](const void* ptr, std::initializer_list<long long> strides, int elems) {
-    if (reinterpret_cast<uintptr_t>(ptr) % (elems * 2)) return false;
-    for (long long st : strides)
-      if (st % elems) return false;
-    return true;
-  };
   const FfpaFwdParams& f = params.fwd;
   if (!aligned(f.q, {f.q_batch_stride, f.q_head_stride, f.q_row_stride}, 8) ||
       !aligned(f.k, {f.k_batch_stride, f.k_head_stride, f.k_row_stride}, 8) ||
@@ -212,10 +194,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   Features ft = Features::of(pr);
   if (!params.dbias) ft.dbias = 0;
   nvrtc::Compiled comp = compile(c, ft, fwd::target_arch(dev));
-  const auto it = comp.info.find("ffpa_bwd_kernel");
-  if (it != comp.info.end() && (it->second.spill_stores || it->second.spill_loads))
-    throw Unsupported("ptxas spills " + std::to_string(it->second.spill_stores) + " bytes (" +
-                      std::to_string(it->second.registers) + " registers)");
+  refuse_spills(comp, "ffpa_bwd_kernel");
 
   const auto& sh = pr.shape;
   const int64_t gx = (sh.Nkv + c.Bc - 1) / c.Bc;

@@ -2,16 +2,13 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 
 #include "core/error.hpp"
+#include "variants/ffpa_variant.hpp"
 
 namespace ffpa::fwd {
+using namespace ffpa_family;
 namespace {
-
-int padded_d(const Config& c, int D) {
-  return (D + c.Kd - 1) / c.Kd * c.Kd;
-}
 
 // Registers ptxas needs besides the accumulators (addresses, loop state, softmax temporaries),
 // read off compiled configurations.
@@ -63,39 +60,30 @@ class FwdOp : public Op {
 
 }  // namespace
 
+constexpr Knob<Config> kKnobs[] = {{"Br", &Config::Br},        {"Bc", &Config::Bc},
+                                   {"Wm", &Config::Wm},        {"Wn", &Config::Wn},
+                                   {"Kd", &Config::Kd},        {"stages", &Config::stages},
+                                   {"private", &Config::priv}, {"splits", &Config::splits}};
+
 const std::vector<std::string>& knob_names() {
-  static const std::vector<std::string> names = {"Br", "Bc",     "Wm",      "Wn",
-                                                 "Kd", "stages", "private", "splits"};
+  static const std::vector<std::string> names = ffpa_family::knob_names(kKnobs);
   return names;
 }
 
 Config Config::from_knobs(const Knobs& k) {
-  Config c;
-  auto get = [&](const char* n, int& v) {
-    if (auto x = knob(k, n)) v = static_cast<int>(*x);
-  };
-  get("Br", c.Br);
-  get("Bc", c.Bc);
-  get("Wm", c.Wm);
-  get("Wn", c.Wn);
-  get("Kd", c.Kd);
-  get("stages", c.stages);
-  get("private", c.priv);
-  get("splits", c.splits);
-  return c;
+  return read_knobs(kKnobs, k);
 }
 
 Knobs Config::knobs() const {
-  return {{"Br", Br}, {"Bc", Bc},         {"Wm", Wm},        {"Wn", Wn},
-          {"Kd", Kd}, {"stages", stages}, {"private", priv}, {"splits", splits}};
+  return knobs_of(kKnobs, *this);
 }
 
 Features Features::of(const Problem& pr) {
   Features f;
   f.D = static_cast<int>(pr.shape.D);
   f.bf16 = pr.dtype == Dtype::bf16;
-  f.causal = pr.causal == Causal::bottom_right ? 1 : pr.causal == Causal::top_left ? 2 : 0;
-  f.bias = pr.mask == MaskKind::none ? 0 : pr.mask_dtype == MaskDtype::fp32 ? 1 : 2;
+  f.causal = causal_code(pr);
+  f.bias = bias_code(pr);
   f.dropout = pr.dropout > 0;
   return f;
 }
@@ -113,13 +101,13 @@ Config default_config(const Problem& pr) {
 
 int smem_bytes(const Config& c, int D) {
   const int stage = c.Bc * c.Kd * 2 * (c.priv ? c.Wm : 1);
-  return c.Br * padded_d(c, D) * 2 + c.stages * stage + c.Br * c.Bc * 2 + c.Wn * c.Br * 4 +
+  return c.Br * padded_d(D, c.Kd) * 2 + c.stages * stage + c.Br * c.Bc * 2 + c.Wn * c.Br * 4 +
          c.Br * 8;
 }
 
 int accumulator_registers(const Config& c, int D) {
   const int rw = c.Br / c.Wm;
-  return rw * padded_d(c, D) / c.Wn / 32 + rw * c.Bc / 64 + rw * (c.Bc / c.Wn) / 32;
+  return rw * padded_d(D, c.Kd) / c.Wn / 32 + rw * c.Bc / 64 + rw * (c.Bc / c.Wn) / 32;
 }
 
 std::string check(const Config& c, int D, int smem_limit) {
@@ -136,14 +124,8 @@ std::string check(const Config& c, int D, int smem_limit) {
   // Slices of 16 and 32 columns are the ones verified on the GPU.
   if (c.priv && (c.Kd / c.Wn > 32 || (c.Bc * c.Kd / 8 / c.Wn) % 32))
     return "private slices need Kd/Wn <= 32 and whole 16-byte granules per lane";
-  const int smem = smem_bytes(c, D);
-  if (smem > smem_limit)
-    return "needs " + s(smem) + " bytes of shared memory, the device allows " + s(smem_limit);
-  const int reg_limit = std::min(255, 65536 / c.threads());
-  const int regs = accumulator_registers(c, D) + kRegisterOverhead;
-  if (regs > reg_limit)
-    return "needs about " + s(regs) + " registers a thread, the limit is " + s(reg_limit);
-  return {};
+  return check_resources(smem_bytes(c, D), smem_limit, c.threads(),
+                         accumulator_registers(c, D) + kRegisterOverhead);
 }
 
 int resolve_splits(const Config& c, const Problem& pr, int sm_count) {
@@ -158,7 +140,7 @@ int resolve_splits(const Config& c, const Problem& pr, int sm_count) {
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const Features& f) {
-  auto d = [](const char* n, int v) { return std::string("-D") + n + "=" + std::to_string(v); };
+  const auto d = define;
   return {d("FFPA_D", f.D),           d("FFPA_BR", c.Br),        d("FFPA_BC", c.Bc),
           d("FFPA_WM", c.Wm),         d("FFPA_WN", c.Wn),        d("FFPA_CW", c.Kd),
           d("FFPA_STAGES", c.stages), d("FFPA_PRIVATE", c.priv), d("FFPA_BF16", f.bf16),
@@ -179,12 +161,6 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
   const int D = static_cast<int>(pr.shape.D);
   if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
   // 16-byte cp.async of Q/K/V rows, 4-byte O stores (8-byte after a split-KV merge).
-  auto aligned = [](const void* ptr, std::initializer_list<long long> strides, int elems) {
-    if (reinterpret_cast<uintptr_t>(ptr) % (elems * 2)) return false;
-    for (long long st : strides)
-      if (st % elems) return false;
-    return true;
-  };
   if (!aligned(params.q, {params.q_batch_stride, params.q_head_stride, params.q_row_stride}, 8) ||
       !aligned(params.k, {params.k_batch_stride, params.k_head_stride, params.k_row_stride}, 8) ||
       !aligned(params.v, {params.v_batch_stride, params.v_head_stride, params.v_row_stride}, 8) ||
@@ -195,10 +171,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
   Features f = Features::of(pr);
   f.split = p.num_splits > 1;
   nvrtc::Compiled comp = compile(c, f, target_arch(dev));
-  const auto it = comp.info.find("ffpa_fwd_kernel");
-  if (it != comp.info.end() && (it->second.spill_stores || it->second.spill_loads))
-    throw Unsupported("ptxas spills " + std::to_string(it->second.spill_stores) + " bytes (" +
-                      std::to_string(it->second.registers) + " registers)");
+  refuse_spills(comp, "ffpa_fwd_kernel");
 
   gpu::DeviceBuffer opart, lpart;
   if (f.split) {

@@ -1,0 +1,138 @@
+// What the two ffpa kernel families (ffpa_fwd_kernel.*, ffpa_bwd_kernel.*) share: knob tables,
+// feature codes, NVRTC defines, the resource check, tensor alignment and the spill refusal; and
+// FfpaVariant, the Variant over one family, which keeps only the family's name, pass, and
+// functions in its traits.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/types.hpp"
+#include "gpu/cuda.hpp"
+#include "gpu/nvrtc.hpp"
+#include "variants/op.hpp"
+
+namespace ffpa::ffpa_family {
+
+// D padded to whole chunks of Kd columns (the kernels zero-fill the padding).
+inline int padded_d(int D, int Kd) {
+  return (D + Kd - 1) / Kd * Kd;
+}
+
+// A family's knobs, in the order of its grid file: the knob name and the Config member it sets.
+template <class C>
+using Knob = std::pair<const char*, int C::*>;
+
+template <class C, size_t N>
+std::vector<std::string> knob_names(const Knob<C> (&table)[N]) {
+  std::vector<std::string> names;
+  for (const auto& [name, member] : table) names.push_back(name);
+  return names;
+}
+// Missing knobs keep the Config's defaults.
+template <class C, size_t N>
+C read_knobs(const Knob<C> (&table)[N], const Knobs& k) {
+  C c;
+  for (const auto& [name, member] : table)
+    if (auto x = knob(k, name)) c.*member = static_cast<int>(*x);
+  return c;
+}
+template <class C, size_t N>
+Knobs knobs_of(const Knob<C> (&table)[N], const C& c) {
+  Knobs k;
+  for (const auto& [name, member] : table) k.emplace_back(name, c.*member);
+  return k;
+}
+
+// FFPA_CAUSAL: 0 none, 1 bottom-right, 2 top-left. FFPA_BIAS: 0 none, 1 fp32, 2 input dtype.
+inline int causal_code(const Problem& p) {
+  return p.causal == Causal::bottom_right ? 1 : p.causal == Causal::top_left ? 2 : 0;
+}
+inline int bias_code(const Problem& p) {
+  return p.mask == MaskKind::none ? 0 : p.mask_dtype == MaskDtype::fp32 ? 1 : 2;
+}
+
+inline std::string define(const char* name, int v) {
+  return std::string("-D") + name + "=" + std::to_string(v);
+}
+
+// The end of a configuration check: shared memory and estimated registers against the device's
+// limits (65536 registers a block, 255 a thread). Empty when both fit.
+inline std::string check_resources(int smem, int smem_limit, int threads, int regs) {
+  auto s = [](int v) { return std::to_string(v); };
+  if (smem > smem_limit)
+    return "needs " + s(smem) + " bytes of shared memory, the device allows " + s(smem_limit);
+  const int reg_limit = std::min(255, 65536 / threads);
+  if (regs > reg_limit)
+    return "needs about " + s(regs) + " registers a thread, the limit is " + s(reg_limit);
+  return {};
+}
+
+// Whether ptr is aligned to `elems` 2-byte elements and every stride is a multiple of it.
+inline bool aligned(const void* ptr, std::initializer_list<long long> strides, int elems) {
+  if (reinterpret_cast<uintptr_t>(ptr) % (elems * 2)) return false;
+  for (long long st : strides)
+    if (st % elems) return false;
+  return true;
+}
+
+// Throws Unsupported when ptxas spilled registers in `kernel`.
+inline void refuse_spills(const nvrtc::Compiled& comp, const char* kernel) {
+  const auto it = comp.info.find(kernel);
+  if (it != comp.info.end() && (it->second.spill_stores || it->second.spill_loads))
+    throw Unsupported("ptxas spills " + std::to_string(it->second.spill_stores) + " bytes (" +
+                      std::to_string(it->second.registers) + " registers)");
+}
+
+// The properties bind() needs, of the current device.
+inline gpu::DeviceInfo current_device() {
+  gpu::DeviceInfo d;
+  FFPA_CUDA(cudaGetDevice(&d.ordinal));
+  FFPA_CUDA(cudaDeviceGetAttribute(&d.sm_major, cudaDevAttrComputeCapabilityMajor, d.ordinal));
+  FFPA_CUDA(cudaDeviceGetAttribute(&d.sm_minor, cudaDevAttrComputeCapabilityMinor, d.ordinal));
+  FFPA_CUDA(cudaDeviceGetAttribute(&d.sm_count, cudaDevAttrMultiProcessorCount, d.ordinal));
+  FFPA_CUDA(cudaDeviceGetAttribute(&d.smem_per_block_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                   d.ordinal));
+  return d;
+}
+
+// A Variant over one family. F (traits) has: name, pass, Config (from_knobs, knobs()),
+// knob_names(), default_config(Problem), check(Config, D, smem_limit),
+// bind(Problem, Config, AttnTensors&, DeviceInfo).
+template <class F>
+class FfpaVariant : public Variant {
+ public:
+  std::string name() const override { return F::name; }
+  Pass pass() const override { return F::pass; }
+  std::vector<std::string> knob_names() const override { return F::knob_names(); }
+  Knobs default_knobs(const Problem& p) const override { return F::default_config(p).knobs(); }
+
+  Support supports(const Problem& p) const override {
+    const auto& s = p.shape;
+    if (s.D % 8 || s.D < 32 || s.D > 1024)
+      return Support::no("D=" + std::to_string(s.D) + ": needs a multiple of 8 in 32..1024");
+    if (s.Hkv <= 0 || s.Hq % s.Hkv) return Support::no("Hq must be a multiple of Hkv");
+    if (s.group() * s.Nq > 0x7fffffffLL) return Support::no("group * Nq exceeds 2^31");
+    if (s.B < 1 || s.Nq < 1 || s.Nkv < 1) return Support::no("empty problem");
+    return Support::yes();
+  }
+
+  Support supports(const Problem& p, const Knobs& k, const gpu::DeviceInfo& d) const override {
+    if (d.sm_major < 8) return Support::no("needs sm80+ (mma.sync bf16, cp.async)");
+    const std::string why =
+        F::check(F::Config::from_knobs(k), static_cast<int>(p.shape.D), d.smem_per_block_optin);
+    return why.empty() ? Support::yes() : Support::no(why);
+  }
+
+  std::unique_ptr<Op> bind(const Problem& p, const Knobs& k, AttnTensors& t) override {
+    return F::bind(p, F::Config::from_knobs(k), t, current_device());
+  }
+};
+
+}  // namespace ffpa::ffpa_family

@@ -1,0 +1,68 @@
+// Helpers shared by the ffpa kernel tests (test_kernel_compile, test_bwd_compile, gpu_ffpa_fwd,
+// gpu_ffpa_bwd): problems, 16-bit conversions, device uploads and contiguous kernel parameters.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <random>
+#include <vector>
+
+#include "core/results.hpp"
+#include "core/types.hpp"
+#include "gpu/cuda.hpp"
+#include "gpu/nvrtc.hpp"
+#include "params.h"
+#include "reference/cpu_reference.hpp"
+#include "support.hpp"
+#include "variants/op.hpp"
+
+namespace ffpa::test {
+
+// A problem of the kernel tests (seed 1).
+Problem make(int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nkv, int64_t D,
+             Dtype dt = Dtype::bf16);
+// The compile tests' problem: 32 heads of 8192 x 8192.
+Problem compile_problem(int D, Causal causal = Causal::none);
+// What the compile tests check configurations against (no GPU needed).
+gpu::DeviceInfo h200();
+
+// Compiles in a private cache directory, so the compiler really runs.
+struct FreshCache {
+  TempDir dir;
+  FreshCache();
+  ~FreshCache();
+};
+
+// A compiled cubin with ptxas reports for `kernels`: 1..255 registers, no spills, no stack frame.
+void check_clean(const nvrtc::Compiled&, std::initializer_list<const char*> kernels);
+
+uint16_t to_bf16(float);  // round to nearest even (inputs are finite)
+
+// Conversions to and from the problem's 16-bit dtype.
+struct Half {
+  Dtype dt;
+  uint16_t to(float f) const;
+  float from(uint16_t h) const;
+};
+
+gpu::DeviceBuffer upload_half(const std::vector<double>& x, Half h);
+// Random normal values rounded to the dtype; `exact` receives what the kernel will read.
+gpu::DeviceBuffer upload_randn(int64_t n, Half h, std::mt19937& rng, double scale,
+                               std::vector<double>& exact);
+// The problem's additive bias (fp32 or the input dtype), random normal * 0.25; `exact` as above.
+gpu::DeviceBuffer upload_bias(const Problem&, Half h, std::mt19937& rng,
+                              std::vector<double>& exact);
+std::vector<double> download_half(const gpu::DeviceBuffer& d, Half h);
+gpu::DeviceBuffer poisoned(size_t bytes);  // NaN in bf16, fp16 and fp32
+
+// Median time of `iters` launches on a fresh stream (CUDA events) after `warmup` untimed ones, ms.
+double median_ms(Op& op, int warmup, int iters, const char* name);
+
+// Every output check passed, with finite values only.
+void expect_passed(const std::vector<TensorCheck>& checks);
+
+// Forward parameters of contiguous [B, H, N, D] tensors and a contiguous bias of the problem's
+// shape: strides, sizes, scale, causal, dropout (the seeds of `in`); pointers are left null.
+FfpaFwdParams contiguous_params(const Problem&, const HostAttnInputs& in);
+
+}  // namespace ffpa::test
