@@ -114,6 +114,9 @@ gpu::DeviceBuffer upload_half(const std::vector<double>& x, Half h) {
   return d;
 }
 
+namespace {
+
+// Random normal values rounded to the dtype; `exact` receives what the kernel will read.
 gpu::DeviceBuffer upload_randn(int64_t n, Half h, std::mt19937& rng, double scale,
                                std::vector<double>& exact) {
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -122,6 +125,7 @@ gpu::DeviceBuffer upload_randn(int64_t n, Half h, std::mt19937& rng, double scal
   return upload_half(exact, h);  // a dtype value converts back to its own bits
 }
 
+// The problem's additive bias (fp32 or the input dtype), random normal * 0.25; `exact` as above.
 gpu::DeviceBuffer upload_bias(const Problem& pr, Half h, std::mt19937& rng,
                               std::vector<double>& exact) {
   const int64_t n = pr.mask_elems();
@@ -132,6 +136,24 @@ gpu::DeviceBuffer upload_bias(const Problem& pr, Half h, std::mt19937& rng,
   for (size_t i = 0; i < b.size(); ++i) exact[i] = b[i] = nd(rng) * 0.25f;
   gpu::DeviceBuffer d(b.size() * 4);
   FFPA_CUDA(cudaMemcpy(d.get(), b.data(), b.size() * 4, cudaMemcpyHostToDevice));
+  return d;
+}
+
+}  // namespace
+
+DeviceInputs upload_inputs(const Problem& pr, std::mt19937& rng, bool with_dout,
+                           HostAttnInputs& in) {
+  const auto& s = pr.shape;
+  const Half h{pr.dtype};
+  in.dropout_seed = 0x1234abcd5678ef01ull;
+  in.dropout_offset = 12345;
+  const int64_t nq = s.B * s.Hq * s.Nq * s.D, nkv = s.B * s.Hkv * s.Nkv * s.D;
+  DeviceInputs d;
+  d.q = upload_randn(nq, h, rng, 1.0, in.q);
+  d.k = upload_randn(nkv, h, rng, 1.0, in.k);
+  d.v = upload_randn(nkv, h, rng, 1.0, in.v);
+  if (with_dout) d.dout = upload_randn(nq, h, rng, 1.0, in.dout);
+  if (pr.mask != MaskKind::none) d.bias = upload_bias(pr, h, rng, in.bias);
   return d;
 }
 

@@ -46,12 +46,12 @@ struct Half {
 };
 
 gpu::DeviceBuffer upload_half(const std::vector<double>& x, Half h);
-// Random normal values rounded to the dtype; `exact` receives what the kernel will read.
-gpu::DeviceBuffer upload_randn(int64_t n, Half h, std::mt19937& rng, double scale,
-                               std::vector<double>& exact);
-// The problem's additive bias (fp32 or the input dtype), random normal * 0.25; `exact` as above.
-gpu::DeviceBuffer upload_bias(const Problem&, Half h, std::mt19937& rng,
-                              std::vector<double>& exact);
+// Random inputs of the problem, drawn from rng in this order: q, k, v, dO (with_dout), the bias
+// (when the problem has one). `in` receives what the kernels read and fixed dropout seeds.
+struct DeviceInputs {
+  gpu::DeviceBuffer q, k, v, dout, bias;
+};
+DeviceInputs upload_inputs(const Problem&, std::mt19937& rng, bool with_dout, HostAttnInputs& in);
 std::vector<double> download_half(const gpu::DeviceBuffer& d, Half h);
 gpu::DeviceBuffer poisoned(size_t bytes);  // NaN in bf16, fp16 and fp32
 

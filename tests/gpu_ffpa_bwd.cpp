@@ -71,19 +71,12 @@ void expect_close(const Problem& pr, std::optional<bwd::Config> cfg = std::nullo
   const Half h{pr.dtype};
   std::mt19937 rng(static_cast<uint32_t>(pr.seed * 7919 + s.D * 31 + s.Nq * 7 + s.Nkv));
   HostAttnInputs in;
-  in.dropout_seed = 0x1234abcd5678ef01ull;
-  in.dropout_offset = 12345;
+  const DeviceInputs d = upload_inputs(pr, rng, true, in);
   const int64_t nq = s.B * s.Hq * s.Nq * s.D, nkv = s.B * s.Hkv * s.Nkv * s.D;
-  gpu::DeviceBuffer q = upload_randn(nq, h, rng, 1.0, in.q);
-  gpu::DeviceBuffer k = upload_randn(nkv, h, rng, 1.0, in.k);
-  gpu::DeviceBuffer v = upload_randn(nkv, h, rng, 1.0, in.v);
-  gpu::DeviceBuffer dout = upload_randn(nq, h, rng, 1.0, in.dout);
-  gpu::DeviceBuffer bias, dbias;
+  gpu::DeviceBuffer dbias;
   const bool fp32_bias = pr.mask_dtype == MaskDtype::fp32;
-  if (pr.mask != MaskKind::none) {
-    bias = upload_bias(pr, h, rng, in.bias);
+  if (pr.mask != MaskKind::none)
     dbias = poisoned(static_cast<size_t>(pr.mask_elems()) * (fp32_bias ? 4 : 2));
-  }
   const HostAttnOutputs ref = cpu_attention(pr, in);
   gpu::DeviceBuffer o = upload_half(ref.o, h);
   std::vector<float> lse_f(ref.lse.begin(), ref.lse.end());
@@ -96,8 +89,8 @@ void expect_close(const Problem& pr, std::optional<bwd::Config> cfg = std::nullo
   FfpaBwdParams p{};
   FfpaFwdParams& f = p.fwd;
   f = contiguous_params(pr, in);
-  f.q = q.get(), f.k = k.get(), f.v = v.get(), f.o = o.get(), f.lse = lse.as<float>();
-  f.bias = bias.get();
+  f.q = d.q.get(), f.k = d.k.get(), f.v = d.v.get(), f.o = o.get(), f.lse = lse.as<float>();
+  f.bias = d.bias.get();
   f.num_splits = 1;
   p.do_row_stride = p.dq_row_stride = f.q_row_stride;
   p.do_head_stride = p.dq_head_stride = f.q_head_stride;
@@ -105,7 +98,7 @@ void expect_close(const Problem& pr, std::optional<bwd::Config> cfg = std::nullo
   p.dk_row_stride = p.dv_row_stride = f.k_row_stride;
   p.dk_head_stride = p.dv_head_stride = f.k_head_stride;
   p.dk_batch_stride = p.dv_batch_stride = f.k_batch_stride;
-  p.dout = dout.get();
+  p.dout = d.dout.get();
   p.dq = dq.get(), p.dk = dk.get(), p.dv = dv.get(), p.dbias = dbias.get();
 
   const gpu::DeviceInfo dev = gpu::open_device(0);

@@ -35,22 +35,15 @@ Outcome run_case(const Problem& pr, fwd::Config cfg) {
   const Half h{pr.dtype};
   std::mt19937 rng(static_cast<uint32_t>(pr.seed * 7919 + s.D * 31 + s.Nq));
   HostAttnInputs in;
-  in.dropout_seed = 0x1234abcd5678ef01ull;
-  in.dropout_offset = 12345;
-  const int64_t nq = s.B * s.Hq * s.Nq * s.D, nkv = s.B * s.Hkv * s.Nkv * s.D;
-  gpu::DeviceBuffer q = upload_randn(nq, h, rng, 1.0, in.q);
-  gpu::DeviceBuffer k = upload_randn(nkv, h, rng, 1.0, in.k);
-  gpu::DeviceBuffer v = upload_randn(nkv, h, rng, 1.0, in.v);
-  gpu::DeviceBuffer bias;
-  if (pr.mask != MaskKind::none) bias = upload_bias(pr, h, rng, in.bias);
+  const DeviceInputs d = upload_inputs(pr, rng, false, in);
+  const int64_t nq = s.B * s.Hq * s.Nq * s.D;
   const int64_t nlse = s.B * s.Hq * s.Nq;
-  gpu::DeviceBuffer o(static_cast<size_t>(nq) * 2), lse(static_cast<size_t>(nlse) * 4);
-  FFPA_CUDA(cudaMemset(o.get(), 0xff, o.bytes()));  // NaN in bf16, fp16 and fp32
-  FFPA_CUDA(cudaMemset(lse.get(), 0xff, lse.bytes()));
+  gpu::DeviceBuffer o = poisoned(static_cast<size_t>(nq) * 2);
+  gpu::DeviceBuffer lse = poisoned(static_cast<size_t>(nlse) * 4);
 
   FfpaFwdParams p = contiguous_params(pr, in);
-  p.q = q.get(), p.k = k.get(), p.v = v.get(), p.o = o.get(), p.lse = lse.as<float>();
-  p.bias = bias.get();
+  p.q = d.q.get(), p.k = d.k.get(), p.v = d.v.get(), p.o = o.get(), p.lse = lse.as<float>();
+  p.bias = d.bias.get();
 
   const gpu::DeviceInfo dev = gpu::open_device(0);
   REQUIRE(fwd::check(cfg, static_cast<int>(s.D), dev.smem_per_block_optin).empty());
