@@ -1,8 +1,13 @@
 // Helpers shared by the test binaries: paths, temporary directories, oracle .npy loading.
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <filesystem>
+#include <stdexcept>
 #include <string>
+
+#include "core/error.hpp"
 
 namespace ffpa::test {
 
@@ -21,5 +26,17 @@ class TempDir {
 };
 std::string read_file(const std::filesystem::path&);
 void write_file(const std::filesystem::path&, const std::string&);
+
+// The InputError f() throws; fails the test when it throws nothing.
+template <class F>
+InputError thrown(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e;
+  }
+  FAIL("expected an InputError");
+  throw std::logic_error("unreachable");
+}
 
 }  // namespace ffpa::test

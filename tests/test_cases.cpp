@@ -9,6 +9,7 @@
 
 using namespace ffpa;
 using nlohmann::json;
+using test::thrown;
 
 namespace {
 
@@ -16,17 +17,6 @@ const json kBase = json::parse(R"({
   "defaults": {"B": 1, "H": 32, "N": 8192, "D": 512, "dtypes": ["fp16", "bf16"]},
   "cases": [{"name": "a"}, {"name": "b", "Hkv": "H/4"}]
 })");
-
-template <class F>
-InputError thrown(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e;
-  }
-  FAIL("expected an InputError");
-  throw std::logic_error("unreachable");
-}
 
 // Loads kBase changed by `edit` and returns the error it must raise.
 InputError load_error(const std::function<void(json&)>& edit) {

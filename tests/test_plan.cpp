@@ -8,6 +8,7 @@
 #include "support.hpp"
 
 using namespace ffpa;
+using test::thrown;
 
 namespace {
 
@@ -44,17 +45,6 @@ struct Fixture {
     opts.config = (dir.path() / "two.json").string();
   }
 };
-
-template <class F>
-InputError thrown(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e;
-  }
-  FAIL("expected an InputError");
-  throw std::logic_error("unreachable");
-}
 
 }  // namespace
 
