@@ -55,6 +55,29 @@ void poison_outputs(AttnTensors& t, Pass pass, cudaStream_t s) {
   }
 }
 
+// Device memory of the problem's tensors: part of every implementation's footprint.
+int64_t tensor_bytes(const AttnTensors& t) {
+  int64_t n = 0;
+  for (const gpu::DeviceBuffer* b :
+       {&t.q, &t.k, &t.v, &t.bias, &t.o, &t.lse, &t.dout, &t.dq, &t.dk, &t.dv, &t.dbias})
+    n += static_cast<int64_t>(b->bytes());
+  return n;
+}
+
+// Starts measuring one implementation's memory: what it allocates on top of what is already held
+// (tensors, reference buffers), plus the tensors it works on.
+class MemoryWatch {
+ public:
+  explicit MemoryWatch(const AttnTensors& t) : tensors_(tensor_bytes(t)) {
+    gpu::reset_peak_memory();
+    base_ = gpu::memory_stats().current;
+  }
+  int64_t peak() const { return tensors_ + gpu::memory_stats().peak - base_; }
+
+ private:
+  int64_t tensors_, base_ = 0;
+};
+
 Row make_row(const PlanItem& item) {
   Row r;
   const Problem& p = item.problem;
@@ -193,7 +216,7 @@ class Executor {
       m.reason = s.reason;
       return m;
     }
-    gpu::reset_peak_memory();
+    const MemoryWatch mem(t);
     const CacheKey key = make_cache_key(dev_, v.name(), p, item.pass);
     std::vector<Knobs> candidates;
     if (opts_.tune == TuneMode::none) {
@@ -258,7 +281,7 @@ class Executor {
       m.reason = e.what();
       if (auto err = sticky_error(); !err.empty()) throw RunError(v.name() + ": " + err);
     }
-    m.peak_mem_bytes = gpu::memory_stats().peak;
+    m.peak_mem_bytes = mem.peak();
     if (opts_.tune != TuneMode::none && m.status == Status::ok)
       cache_.store(key, best_knobs, m.timing.median_ms);
     return m;
@@ -273,19 +296,28 @@ class Executor {
       m.reason = s.reason;
       return m;
     }
-    gpu::reset_peak_memory();
+    const MemoryWatch mem(t);
+    // Refusals and allocations that do not fit (bind) skip the row; a failure while running fails
+    // it.
+    std::unique_ptr<Op> op;
     try {
-      auto op = b.bind(item.problem, item.pass, t);
-      check_and_time(*op, item, t, ref, m);
+      op = b.bind(item.problem, item.pass, t);
     } catch (const Unsupported& e) {
-      m.status = Status::skipped;
       m.reason = e.what();
     } catch (const RunError& e) {
       if (auto err = sticky_error(); !err.empty()) throw RunError(b.name() + ": " + err);
-      m.status = Status::skipped;
       m.reason = e.what();
     }
-    m.peak_mem_bytes = gpu::memory_stats().peak;
+    if (op) {
+      try {
+        check_and_time(*op, item, t, ref, m);
+      } catch (const RunError& e) {
+        m.status = Status::failed;
+        m.reason = e.what();
+        if (auto err = sticky_error(); !err.empty()) throw RunError(b.name() + ": " + err);
+      }
+    }
+    m.peak_mem_bytes = mem.peak();
     return m;
   }
 
