@@ -55,20 +55,11 @@ void poison_outputs(AttnTensors& t, Pass pass, cudaStream_t s) {
   }
 }
 
-// Device memory of the problem's tensors: part of every implementation's footprint.
-int64_t tensor_bytes(const AttnTensors& t) {
-  int64_t n = 0;
-  for (const gpu::DeviceBuffer* b :
-       {&t.q, &t.k, &t.v, &t.bias, &t.o, &t.lse, &t.dout, &t.dq, &t.dk, &t.dv, &t.dbias})
-    n += static_cast<int64_t>(b->bytes());
-  return n;
-}
-
 // Starts measuring one implementation's memory: what it allocates on top of what is already held
-// (tensors, reference buffers), plus the tensors it works on.
+// (tensors, reference buffers), plus the tensors it works on (the plan's count of them).
 class MemoryWatch {
  public:
-  explicit MemoryWatch(const AttnTensors& t) : tensors_(tensor_bytes(t)) {
+  explicit MemoryWatch(const PlanItem& item) : tensors_(item.tensor_bytes) {
     gpu::reset_peak_memory();
     base_ = gpu::memory_stats().current;
   }
@@ -216,7 +207,7 @@ class Executor {
       m.reason = s.reason;
       return m;
     }
-    const MemoryWatch mem(t);
+    const MemoryWatch mem(item);
     const CacheKey key = make_cache_key(dev_, v.name(), p, item.pass);
     std::vector<Knobs> candidates;
     if (opts_.tune == TuneMode::none) {
@@ -296,7 +287,7 @@ class Executor {
       m.reason = s.reason;
       return m;
     }
-    const MemoryWatch mem(t);
+    const MemoryWatch mem(item);
     // Refusals and allocations that do not fit (bind) skip the row; a failure while running fails
     // it.
     std::unique_ptr<Op> op;
