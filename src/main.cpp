@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include "cli/options.hpp"
 #include "core/error.hpp"
 #include "core/paths.hpp"
+#include "gpu/nvrtc.hpp"
 #include "plan/plan.hpp"
 #include "report/chart.hpp"
 #include "report/compare.hpp"
@@ -74,6 +76,22 @@ class ConsoleObserver : public RunObserver {
   bool write_json_;
 };
 
+// Fills the cubin cache for another machine's arch (or checks for spills in CI) without a GPU.
+int compile_only(const Plan& plan, Registry& reg, const Options& opts) {
+  const gpu::DeviceInfo dev = gpu::known_device(opts.compile_only);
+  const TuningCache cache = TuningCache::load(
+      opts.tuning_cache.empty() ? default_tuning_cache_path() : opts.tuning_cache);
+  const int threads = compiler_threads(opts.jobs);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto done =
+      precompile(plan, selected_variants(reg, opts.variants), opts.tune, cache, dev, threads);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int failed = 0;
+  std::cout << render_compiled(plan, done, dev.name + " into " + nvrtc::cache_dir(), s,
+                               opts.verbose, failed);
+  return failed ? 1 : 0;
+}
+
 int run(const Options& opts) {
   Plan plan = make_plan(opts);
   Registry reg = Registry::make();
@@ -85,6 +103,7 @@ int run(const Options& opts) {
     std::cout << render_dry_run(plan, reg, opts);
     return 0;
   }
+  if (!opts.compile_only.empty()) return compile_only(plan, reg, opts);
   gpu::DeviceInfo dev;
   try {
     dev = gpu::open_device(opts.device);

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the H200) over a copy of the tree. Binaries are built on the dev machine
 # (tools/stage.sh) and carried in .carry/. Usage:
-#   tools/device.sh tests [CATCH_FILTER]   GPU test binaries (all, or those matching the filter)
+#   tools/device.sh tests [WHICH [FILTER]]  GPU test binaries: WHICH = all or a comma list
+#                                           (ffpa_bwd,cudnn), FILTER = Catch test filter
 #   tools/device.sh bench NAME ARGS...     ffpa-bench ARGS, results under $OUT/NAME
 # Several steps can be chained: tools/device.sh tests -- bench smoke --config configs/smoke.json
 # Logs and results go under $OUT (they come back to the dev machine), one NAME.tgz per bench.
+# Benches share the tuning cache $OUT/tuning.json (it comes back too), seeded from .carry/tuning.json.
+# Kernels compiled here ahead of time (ffpa-bench --compile-only sm_90a with
+# XDG_CACHE_HOME=.cache, packed as .carry/cubins.tgz) are unpacked into the cubin cache.
+# BENCH_TIMEOUT (seconds) stops a bench early: its finished rows still come back.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.carry}
@@ -13,6 +18,9 @@ mkdir -p "$OUT"
 cudnn_lib=$(python3 -c "import nvidia.cudnn as m; print(m.__path__[0])" 2>/dev/null)/lib
 export LD_LIBRARY_PATH="$cudnn_lib:${LD_LIBRARY_PATH:-}"
 export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$PWD/.cache}
+mkdir -p "$XDG_CACHE_HOME"
+[ -f "$BIN/cubins.tgz" ] && tar -xzf "$BIN/cubins.tgz" -C "$XDG_CACHE_HOME"
+[ -f "$BIN/tuning.json" ] && cp "$BIN/tuning.json" "$OUT/tuning.json"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
   --format=csv >"$OUT/nvidia-smi.csv" 2>&1
 rc=0
@@ -23,15 +31,20 @@ while [ $# -gt 0 ]; do
   [ $# -gt 0 ] && shift
   case $step in
     tests)
+      which=${args[0]:-all}; filter=("${args[@]:1}")
       for t in "$BIN"/gpu_*; do
-        echo "== $t ${args[*]:-}"
-        "$t" ${args[@]+"${args[@]}"} 2>&1 | tee -a "$OUT/gpu_tests.log" | tail -n 3
+        [ "$which" = all ] || [[ ",$which," == *",${t##*/gpu_},"* ]] || continue
+        echo "== $t ${filter[*]:-}"
+        # A hung kernel must not eat the whole call.
+        timeout "${TEST_TIMEOUT:-300}" "$t" ${filter[@]+"${filter[@]}"} 2>&1 |
+          tee -a "$OUT/gpu_tests.log" | tail -n 3
         [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
       done ;;
     bench)
       name=${args[0]}; args=("${args[@]:1}")
       echo "== ffpa-bench ${args[*]} (results in $name/)"
-      "$BIN/ffpa-bench" "${args[@]}" --out "$OUT/$name" >"$OUT/$name.stdout" 2>"$OUT/$name.log"
+      timeout "${BENCH_TIMEOUT:-3600}" "$BIN/ffpa-bench" "${args[@]}" --out "$OUT/$name" \
+        --tuning-cache "$OUT/tuning.json" >"$OUT/$name.stdout" 2>"$OUT/$name.log"
       r=$?; [ $r -eq 0 ] || rc=1
       echo "exit $r"; tail -n 40 "$OUT/$name.stdout"
       # The device tool returns at most 8 files: one archive per run (results, stdout, log).

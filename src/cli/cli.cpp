@@ -10,6 +10,7 @@
 #include "cli/options.hpp"
 #include "core/build_info.hpp"
 #include "core/error.hpp"
+#include "gpu/cuda.hpp"
 
 namespace ffpa {
 namespace {
@@ -204,7 +205,7 @@ std::optional<Options> parse_run(Options o, std::vector<std::string> args) {
   auto* no_fwd = flag(app, "--no-fwd", "skip the forward pass");
   auto* no_bwd = flag(app, "--no-bwd", "skip the backward pass");
   std::vector<std::string> cases, B, H, Hkv, N, Nq, Nkv, D, variants, fmts;
-  std::string dtype, tune, baseline, min_samples, max_noise, min_time, timeout, seed, device;
+  std::string dtype, tune, baseline, min_samples, max_noise, min_time, timeout, seed, device, jobs;
   app.add_option("--case", cases, "cases to run, comma list or repeated (default: all)")
       ->type_name("LIST");
   app.add_option("--config", o.config, "case matrix file")
@@ -244,6 +245,11 @@ std::optional<Options> parse_run(Options o, std::vector<std::string> args) {
   app.add_option("--device", device, "CUDA device index (default: 0)")->type_name("N");
   auto* list = flag(app, "--list", "list cases, variants and baselines, then exit");
   auto* dry_run = flag(app, "--dry-run", "print the plan without touching the GPU");
+  app.add_option("--compile-only", o.compile_only,
+                 "compile the run's kernel configurations for ARCH (" + join(gpu::known_archs()) +
+                     ") into the cubin cache, without a GPU")
+      ->type_name("ARCH");
+  app.add_option("-j,--jobs", jobs, "compiler threads (default: one per core)")->type_name("N");
   auto* verbose = flag(app, "-v,--verbose", "more output (repeatable)");
   app.add_option("--save-tensors", o.save_tensors, "dump inputs/outputs as .npy into DIR")
       ->type_name("DIR");
@@ -320,6 +326,10 @@ std::optional<Options> parse_run(Options o, std::vector<std::string> args) {
   if (!device.empty()) o.device = static_cast<int>(integer(device, "--device", 0, 1023));
   o.list = list->count() > 0;
   o.dry_run = dry_run->count() > 0;
+  if (!o.compile_only.empty() && gpu::known_device(o.compile_only).name.empty())
+    fail("--compile-only",
+         "unknown arch \"" + o.compile_only + "\" (valid: " + join(gpu::known_archs()) + ")");
+  if (!jobs.empty()) o.jobs = static_cast<int>(integer(jobs, "--jobs", 1, 1024));
   o.verbose = static_cast<int>(verbose->count());
   return o;
 }

@@ -122,4 +122,30 @@ std::string render_dry_run(const Plan& plan, const Registry& reg, const Options&
   return out;
 }
 
+std::string render_compiled(const Plan& plan, const std::vector<CompileOutcome>& done,
+                            const std::string& target, double seconds, int verbose, int& failed) {
+  failed = 0;
+  int refused = 0;
+  std::string rows;
+  for (const CompileOutcome& c : done) {
+    const PlanItem& it = plan.items[static_cast<size_t>(c.item)];
+    refused += !c.result.ok();
+    const bool used = c.source != "tuned";
+    failed += used && !c.result.ok();
+    if (verbose == 0 && (c.result.ok() || !used)) continue;
+    rows += fmt::format("| {} | {} {} {} D={} | {} | {} | {} | {:.1f} |\n", c.variant,
+                        it.problem.case_name, to_string(it.pass), to_string(it.problem.dtype),
+                        it.problem.shape.D, to_string(c.knobs), c.source,
+                        c.result.ok() ? "ok" : "refused: " + c.result.reason, c.seconds);
+  }
+  std::string out = fmt::format(
+      "Compiled {} kernel configurations of {} for {} in {:.0f} s: {} refused ({} of them "
+      "configurations a run would use).\n",
+      done.size(), plan.config_file, target, seconds, refused, failed);
+  if (!rows.empty())
+    out +=
+        "\n| variant | item | config | source | result | s |\n|---|---|---|---|---|---|\n" + rows;
+  return out;
+}
+
 }  // namespace ffpa

@@ -1,4 +1,4 @@
-// Text for --list and --dry-run: everything they show is known without a GPU.
+// Text for --list, --dry-run and --compile-only: everything they show is known without a GPU.
 #pragma once
 
 #include <string>
@@ -11,5 +11,9 @@ namespace ffpa {
 
 std::string render_list(const Plan&, const Registry&, const std::string& grids_dir);
 std::string render_dry_run(const Plan&, const Registry&, const Options&);
+// Summary of a --compile-only run (every configuration with -v); `failed` counts the default or
+// cached configurations that were refused, the ones a run would have used.
+std::string render_compiled(const Plan&, const std::vector<CompileOutcome>&,
+                            const std::string& target, double seconds, int verbose, int& failed);
 
 }  // namespace ffpa

@@ -51,6 +51,8 @@ struct Options {
   int device = 0;
   bool list = false;
   bool dry_run = false;
+  std::string compile_only;  // arch to compile the run's configurations for, empty: off
+  int jobs = 0;              // compiler threads, 0: one per core
   int verbose = 0;
   std::string save_tensors;  // directory for .npy dumps, empty: off
 

@@ -100,6 +100,40 @@ float Event::since(const Event& start) const {
   return ms;
 }
 
+namespace {
+struct KnownDevice {
+  const char* arch;
+  const char* name;
+  int major, minor, sms, smem_optin;
+};
+constexpr KnownDevice kKnown[] = {
+    {"sm_80", "A100 (sm_80)", 8, 0, 108, 166912},
+    {"sm_86", "RTX 3090 (sm_86)", 8, 6, 82, 101376},
+    {"sm_89", "RTX 4090 (sm_89)", 8, 9, 128, 101376},
+    {"sm_90a", "H100/H200 (sm_90a)", 9, 0, 132, 232448},
+};
+}  // namespace
+
+DeviceInfo known_device(const std::string& arch) {
+  DeviceInfo d;
+  for (const auto& k : kKnown)
+    if (arch == k.arch) {
+      d.name = k.name;
+      d.sm_major = k.major;
+      d.sm_minor = k.minor;
+      d.sm_count = k.sms;
+      d.smem_per_block_optin = k.smem_optin;
+      d.regs_per_sm = 65536;
+    }
+  return d;
+}
+
+std::vector<std::string> known_archs() {
+  std::vector<std::string> out;
+  for (const auto& k : kKnown) out.push_back(k.arch);
+  return out;
+}
+
 DeviceInfo open_device(int ordinal) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -107,5 +108,11 @@ struct DeviceInfo {
 
 // Selects the device and reads its properties; throws RunError without a usable GPU.
 DeviceInfo open_device(int ordinal);
+
+// The properties that decide compilation (arch, multiprocessors, opt-in shared memory) of a GPU
+// named by its arch, for compiling without one: sm_80 (A100), sm_86 (RTX 3090), sm_89 (RTX 4090),
+// sm_90a (H100/H200). Empty name when the arch is not one of these.
+DeviceInfo known_device(const std::string& arch);
+std::vector<std::string> known_archs();
 
 }  // namespace ffpa::gpu

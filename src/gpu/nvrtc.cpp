@@ -2,12 +2,18 @@
 
 #include <nvrtc.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <regex>
+#include <set>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "core/build_info.hpp"
@@ -43,7 +49,10 @@ std::string read_all(const fs::path& p) {
 
 // Write-then-rename so that concurrent processes never read a half-written cubin.
 void write_atomic(const fs::path& p, const std::string& data) {
-  const fs::path tmp = p.string() + ".tmp" + std::to_string(std::rand());
+  static std::atomic<unsigned> serial{0};
+  const fs::path tmp = p.string() + ".tmp" +
+                       std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())) +
+                       "." + std::to_string(serial++);
   {
     std::ofstream f(tmp, std::ios::binary);
     f.write(data.data(), static_cast<std::streamsize>(data.size()));
@@ -53,6 +62,41 @@ void write_atomic(const fs::path& p, const std::string& data) {
   fs::rename(tmp, p, ec);
   if (ec) fs::remove(tmp, ec);
 }
+
+// Threads asking for the same key wait for the first one, then read its cubin from the cache:
+// each configuration is compiled once even when a parallel precompile and bind() meet.
+class InFlight {
+ public:
+  explicit InFlight(std::string key) : key_(std::move(key)) {
+    std::unique_lock<std::mutex> lock(mu());
+    cv().wait(lock, [&] { return keys().count(key_) == 0; });
+    keys().insert(key_);
+  }
+  ~InFlight() {
+    {
+      const std::lock_guard<std::mutex> lock(mu());
+      keys().erase(key_);
+    }
+    cv().notify_all();
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::condition_variable& cv() {
+    static std::condition_variable c;
+    return c;
+  }
+  static std::set<std::string>& keys() {
+    static std::set<std::string> k;
+    return k;
+  }
+  std::string key_;
+};
 
 }  // namespace
 
@@ -112,6 +156,7 @@ Compiled compile(const std::string& main_file, const std::vector<std::string>& o
   char key[17];
   std::snprintf(key, sizeof key, "%016llx", static_cast<unsigned long long>(h));
 
+  const InFlight one_at_a_time(key);
   const std::string dir = cache_dir();
   fs::path cubin_path, log_path;
   if (!dir.empty()) {

@@ -34,7 +34,8 @@ struct Compiled {
 // Compiles a translation unit that includes the embedded file `main_file`, for `arch` ("sm_80",
 // "sm_90a"), with extra NVRTC options (e.g. "-DFFPA_D=512"). Every embedded file can be included.
 // Results are cached under cache_dir() keyed by kernel_source_hash(), the options, the arch and
-// the NVRTC version. Throws RunError with the log when compilation fails.
+// the NVRTC version. Thread-safe; a key being compiled by another thread is waited for, not
+// compiled twice. Throws RunError with the log when compilation fails.
 Compiled compile(const std::string& main_file, const std::vector<std::string>& options,
                  const std::string& arch);
 

@@ -2,14 +2,17 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <limits>
+#include <thread>
 
 #include "core/build_info.hpp"
 #include "core/error.hpp"
 #include "core/paths.hpp"
+#include "gpu/nvrtc.hpp"
 #include "reference/reference.hpp"
 #include "runner/save_tensors.hpp"
 #include "runner/tensors.hpp"
@@ -133,6 +136,22 @@ class Executor {
 
   void save_cache() { cache_.save(); }
 
+  // Compiles the plan's configurations in parallel before the first row, when there is a cubin
+  // cache for bind() to read them from.
+  void warm_up(const Plan& plan, const std::vector<Variant*>& variants) {
+    if (nvrtc::cache_dir().empty()) return;
+    const int threads = compiler_threads(opts_.jobs);
+    const auto t0 = Clock::now();
+    const auto done = precompile(plan, variants, opts_.tune, cache_, dev_, threads);
+    if (done.empty()) return;
+    int refused = 0;
+    for (const auto& c : done) refused += !c.result.ok();
+    log(0, "compiled " + std::to_string(done.size()) + " kernel configurations on " +
+               std::to_string(threads) + " threads in " +
+               std::to_string(static_cast<int>(seconds_since(t0) + 0.5)) + " s (" +
+               std::to_string(refused) + " refused)");
+  }
+
  private:
   static TimingOptions tuning_timing(TimingOptions t) {
     // Grid points are ranked with a short measurement; the winner is re-timed in full.
@@ -209,23 +228,10 @@ class Executor {
     }
     const MemoryWatch mem(item);
     const CacheKey key = make_cache_key(dev_, v.name(), p, item.pass);
-    std::vector<Knobs> candidates;
-    if (opts_.tune == TuneMode::none) {
-      if (auto hit = cache_.find(key)) {
-        candidates = {hit->knobs};
-        m.config_source = "cache";
-      } else {
-        for (const auto& why : cache_.stale(key)) log(1, v.name() + ": " + why);
-        candidates = {v.default_knobs(p)};
-        m.config_source = "default";
-      }
-    } else {
-      const Grid grid = load_variant_grid(v.name(), grids_dir());
-      if (Support same = check_grid_matches(grid, v.knob_names()); !same.ok())
-        throw InputError(grid.file, "/knobs", same.reason);
-      candidates = grid_points(grid, opts_.tune);
-      m.config_source = "tuned";
-    }
+    const auto [candidates, source] = ffpa::candidates(v, p, item.pass, opts_.tune, cache_, dev_);
+    m.config_source = source;
+    if (source == "default")
+      for (const auto& why : cache_.stale(key)) log(1, v.name() + ": " + why);
 
     std::string first_reject;
     std::unique_ptr<Op> best_op;
@@ -345,6 +351,64 @@ void exempt(const std::vector<Op::Unchecked>& unchecked, std::vector<TensorCheck
     }
 }
 
+Candidates candidates(const Variant& v, const Problem& p, Pass pass, TuneMode tune,
+                      const TuningCache& cache, const gpu::DeviceInfo& dev) {
+  if (tune == TuneMode::none) {
+    if (auto hit = cache.find(make_cache_key(dev, v.name(), p, pass)))
+      return {{hit->knobs}, "cache"};
+    return {{v.default_knobs(p)}, "default"};
+  }
+  const Grid grid = load_variant_grid(v.name(), grids_dir());
+  if (Support same = check_grid_matches(grid, v.knob_names()); !same.ok())
+    throw InputError(grid.file, "/knobs", same.reason);
+  return {grid_points(grid, tune), "tuned"};
+}
+
+int compiler_threads(int jobs) {
+  return jobs > 0 ? jobs : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+std::vector<CompileOutcome> precompile(const Plan& plan, const std::vector<Variant*>& variants,
+                                       TuneMode tune, const TuningCache& cache,
+                                       const gpu::DeviceInfo& dev, int threads) {
+  struct Job {
+    Variant* variant;
+    CompileOutcome out;
+  };
+  std::vector<Job> jobs;
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    const PlanItem& item = plan.items[i];
+    for (Variant* v : variants) {
+      if (v->pass() != item.pass || !v->supports(item.problem).ok()) continue;
+      const Candidates c = candidates(*v, item.problem, item.pass, tune, cache, dev);
+      for (const Knobs& k : c.knobs)
+        if (v->supports(item.problem, k, dev).ok())
+          jobs.push_back({v, {v->name(), static_cast<int>(i), k, c.source, {}, 0}});
+    }
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t j; (j = next++) < jobs.size();) {
+      CompileOutcome& out = jobs[j].out;
+      const auto t0 = Clock::now();
+      try {
+        out.result = jobs[j].variant->compile(plan.items[out.item].problem, out.knobs, dev);
+      } catch (const std::exception& e) {
+        out.result = Support::no(e.what());
+      }
+      out.seconds = seconds_since(t0);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::min<int>(threads, static_cast<int>(jobs.size())); ++t)
+    pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  std::vector<CompileOutcome> out;
+  for (auto& j : jobs) out.push_back(std::move(j.out));
+  return out;
+}
+
 Registry Registry::make() {
   return {make_variants(), make_baselines()};
 }
@@ -416,6 +480,7 @@ Results run_plan(const Plan& plan, const Options& opts, const gpu::DeviceInfo& d
   const auto baselines = selected_baselines(reg, opts.baseline);
 
   Executor exec(opts, dev, obs);
+  exec.warm_up(plan, variants);
   const auto t0 = Clock::now();
   const int total = static_cast<int>(plan.items.size());
   std::string lost;  // set once the CUDA context is unusable

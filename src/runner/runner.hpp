@@ -11,6 +11,7 @@
 #include "core/results.hpp"
 #include "gpu/cuda.hpp"
 #include "plan/plan.hpp"
+#include "tuning/cache.hpp"
 #include "variants/op.hpp"
 
 namespace ffpa {
@@ -42,6 +43,35 @@ Environment describe_environment(const gpu::DeviceInfo&, const Registry&, const 
 
 // Outputs an op declares incomparable keep only the NaN/Inf scan (when written), with the reason.
 void exempt(const std::vector<Op::Unchecked>&, std::vector<TensorCheck>&);
+
+// The configurations tried for a variant on a problem: with --tune none the cached best (source
+// "cache") or the variant's default ("default"); otherwise the mode's grid points ("tuned").
+// Throws InputError for a grid file that is invalid or does not match the variant.
+struct Candidates {
+  std::vector<Knobs> knobs;
+  std::string source;
+};
+Candidates candidates(const Variant&, const Problem&, Pass, TuneMode, const TuningCache&,
+                      const gpu::DeviceInfo&);
+
+// One configuration compiled ahead of a run.
+struct CompileOutcome {
+  std::string variant;
+  int item = 0;  // index into the plan's items
+  Knobs knobs;
+  std::string source;  // as Candidates::source
+  Support result;      // no: refused after compiling (ptxas spills) or the compiler failed
+  double seconds = 0;
+};
+
+// --jobs, or one compiler thread per core when it is 0.
+int compiler_threads(int jobs);
+
+// Compiles every configuration a run of the plan would bind on this device (those supports()
+// accepts) on `threads` threads, so that the run's bind() calls read the cubin cache. Needs no
+// GPU: the device may come from gpu::known_device().
+std::vector<CompileOutcome> precompile(const Plan&, const std::vector<Variant*>&, TuneMode,
+                                       const TuningCache&, const gpu::DeviceInfo&, int threads);
 
 Results run_plan(const Plan&, const Options&, const gpu::DeviceInfo&, Registry&, RunObserver&);
 

@@ -15,6 +15,7 @@ struct Bwd {
   static constexpr auto knob_names = bwd::knob_names;
   static constexpr auto default_config = bwd::default_config;
   static constexpr auto check = bwd::check;
+  static constexpr auto compile = bwd::compile_for;
   static std::unique_ptr<Op> bind(const Problem& p, const Config& c, AttnTensors& t,
                                   const gpu::DeviceInfo& d) {
     return bwd::bind(p, c, t.bwd_params(), d);

@@ -171,10 +171,22 @@ nvrtc::Compiled compile(const Config& c, const Features& f, const std::string& a
   return nvrtc::compile("ffpa_bwd.cuh", nvrtc_options(c, f), arch);
 }
 
+nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
+  if (auto why = check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin); !why.empty())
+    throw Unsupported(why);
+  nvrtc::Compiled comp = compile(c, Features::of(pr), fwd::target_arch(dev));
+  refuse_spills(comp, "ffpa_bwd_kernel");
+  return comp;
+}
+
 std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams& params,
                          const gpu::DeviceInfo& dev) {
   const int D = static_cast<int>(pr.shape.D);
-  if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
+  // dBias is computed whenever there is a bias: AttnTensors allocates it for every masked
+  // backward, and compile_for() (the cubin a precompile warmed) assumes so.
+  if ((pr.mask != MaskKind::none) != (params.dbias != nullptr))
+    throw RunError("ffpa-bwd: dbias must be given exactly when the problem has a bias");
+  nvrtc::Compiled comp = compile_for(pr, c, dev);
   // 16-byte cp.async / vector loads of q, k, v, o, dO rows; 4-byte stores of dq, dk, dv pairs.
   const FfpaFwdParams& f = params.fwd;
   if (!aligned(f.q, {f.q_batch_stride, f.q_head_stride, f.q_row_stride}, 8) ||
@@ -191,10 +203,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
     throw Unsupported(
         "q/k/v/o/dO need 16-byte aligned rows and strides in multiples of 8 elements, dq/dk/dv "
         "4-byte aligned pairs");
-  Features ft = Features::of(pr);
-  if (!params.dbias) ft.dbias = 0;
-  nvrtc::Compiled comp = compile(c, ft, fwd::target_arch(dev));
-  refuse_spills(comp, "ffpa_bwd_kernel");
+  const Features ft = Features::of(pr);
 
   const auto& sh = pr.shape;
   const int64_t gx = (sh.Nkv + c.Bc - 1) / c.Bc;

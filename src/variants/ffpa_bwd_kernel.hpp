@@ -52,10 +52,15 @@ std::vector<std::string> nvrtc_options(const Config&, const Features&);
 // Compiles (or reads from the cubin cache) for arch ("sm_80", "sm_90a").
 nvrtc::Compiled compile(const Config&, const Features&, const std::string& arch);
 
+// What bind() compiles for the problem on the device (checks, NVRTC or the cubin cache); needs no
+// GPU. Throws Unsupported when the configuration does not fit or ptxas spilled registers.
+nvrtc::Compiled compile_for(const Problem&, const Config&, const gpu::DeviceInfo&);
+
 // Binds a compiled configuration to tensors described by `params` (fwd part as for the forward,
-// with o and lse of the forward; dout, dq, dk, dv, dbias and their strides). dbias, when present,
-// has the bias's shape, dtype and strides. Workspaces (delta, dq_accum, dbias_accum) are
-// allocated here. Throws Unsupported when ptxas spilled or the tensors are misaligned.
+// with o and lse of the forward; dout, dq, dk, dv, dbias and their strides). dbias is given exactly
+// when the problem has a bias, with the bias's shape, dtype and strides. Workspaces (delta,
+// dq_accum, dbias_accum) are allocated here. Throws Unsupported when ptxas spilled or the tensors
+// are misaligned.
 std::unique_ptr<Op> bind(const Problem&, const Config&, const FfpaBwdParams& params,
                          const gpu::DeviceInfo&);
 

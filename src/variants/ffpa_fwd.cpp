@@ -15,6 +15,7 @@ struct Fwd {
   static constexpr auto knob_names = fwd::knob_names;
   static constexpr auto default_config = fwd::default_config;
   static constexpr auto check = fwd::check;
+  static constexpr auto compile = fwd::compile_for;
   static std::unique_ptr<Op> bind(const Problem& p, const Config& c, AttnTensors& t,
                                   const gpu::DeviceInfo& d) {
     return fwd::bind(p, c, t.fwd_params(), d);

@@ -156,10 +156,20 @@ std::string target_arch(const gpu::DeviceInfo& d) {
   return d.arch() + (d.sm_major == 9 && d.sm_minor == 0 ? "a" : "");
 }
 
+nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
+  const int D = static_cast<int>(pr.shape.D);
+  if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
+  Features f = Features::of(pr);
+  f.split = resolve_splits(c, pr, dev.sm_count) > 1;
+  nvrtc::Compiled comp = compile(c, f, target_arch(dev));
+  refuse_spills(comp, "ffpa_fwd_kernel");
+  return comp;
+}
+
 std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams& params,
                          const gpu::DeviceInfo& dev) {
   const int D = static_cast<int>(pr.shape.D);
-  if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
+  nvrtc::Compiled comp = compile_for(pr, c, dev);
   // 16-byte cp.async of Q/K/V rows, 4-byte O stores (8-byte after a split-KV merge).
   if (!aligned(params.q, {params.q_batch_stride, params.q_head_stride, params.q_row_stride}, 8) ||
       !aligned(params.k, {params.k_batch_stride, params.k_head_stride, params.k_row_stride}, 8) ||
@@ -168,13 +178,10 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
     throw Unsupported("q/k/v need 16-byte aligned rows and strides in multiples of 8 elements");
   FfpaFwdParams p = params;
   p.num_splits = resolve_splits(c, pr, dev.sm_count);
-  Features f = Features::of(pr);
-  f.split = p.num_splits > 1;
-  nvrtc::Compiled comp = compile(c, f, target_arch(dev));
-  refuse_spills(comp, "ffpa_fwd_kernel");
 
   gpu::DeviceBuffer opart, lpart;
-  if (f.split) {
+  const bool split = p.num_splits > 1;
+  if (split) {
     const size_t rows = static_cast<size_t>(p.num_splits) * p.B * p.Hq * p.Nq;
     opart = gpu::DeviceBuffer(rows * D * sizeof(float));
     lpart = gpu::DeviceBuffer(rows * sizeof(float));
@@ -182,7 +189,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
     p.lse_partial = lpart.as<float>();
   }
   const auto& sh = pr.shape;
-  if (f.split && sh.B * sh.Hq * sh.Nq > 0x7fffffff)
+  if (split && sh.B * sh.Hq * sh.Nq > 0x7fffffff)
     throw Unsupported("split-KV merge grid: B*Hq*Nq exceeds 2^31");
   const int64_t gx = (sh.group() * sh.Nq + c.Br - 1) / c.Br;
   const int64_t gz = sh.B * p.num_splits;

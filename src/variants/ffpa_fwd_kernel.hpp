@@ -59,6 +59,10 @@ nvrtc::Compiled compile(const Config&, const Features&, const std::string& arch)
 // The arch NVRTC compiles for on this device: sm_90a on Hopper, sm_XY elsewhere.
 std::string target_arch(const gpu::DeviceInfo&);
 
+// What bind() compiles for the problem on the device (checks, NVRTC or the cubin cache); needs no
+// GPU. Throws Unsupported when the configuration does not fit or ptxas spilled registers.
+nvrtc::Compiled compile_for(const Problem&, const Config&, const gpu::DeviceInfo&);
+
 // Binds a compiled configuration to tensors described by `params` (strides, pointers, B, H, N, D,
 // scale, causal, bias, dropout filled in; num_splits and the partial buffers are set here).
 // Throws Unsupported when ptxas spilled registers for this configuration.

@@ -104,7 +104,7 @@ inline gpu::DeviceInfo current_device() {
 
 // A Variant over one family. F (traits) has: name, pass, Config (from_knobs, knobs()),
 // knob_names(), default_config(Problem), check(Config, D, smem_limit),
-// bind(Problem, Config, AttnTensors&, DeviceInfo).
+// compile(Problem, Config, DeviceInfo), bind(Problem, Config, AttnTensors&, DeviceInfo).
 template <class F>
 class FfpaVariant : public Variant {
  public:
@@ -128,6 +128,15 @@ class FfpaVariant : public Variant {
     const std::string why =
         F::check(F::Config::from_knobs(k), static_cast<int>(p.shape.D), d.smem_per_block_optin);
     return why.empty() ? Support::yes() : Support::no(why);
+  }
+
+  Support compile(const Problem& p, const Knobs& k, const gpu::DeviceInfo& d) const override {
+    try {
+      F::compile(p, F::Config::from_knobs(k), d);
+    } catch (const Unsupported& e) {
+      return Support::no(e.what());
+    }
+    return Support::yes();
   }
 
   std::unique_ptr<Op> bind(const Problem& p, const Knobs& k, AttnTensors& t) override {

@@ -64,6 +64,10 @@ class Variant {
   // Whether one configuration fits (shared memory, registers, divisibility) on this device,
   // checked before anything is compiled or launched.
   virtual Support supports(const Problem&, const Knobs&, const gpu::DeviceInfo&) const = 0;
+  // Compiles, without touching the GPU, what bind() would compile for a device with these
+  // properties, so that the cubin cache holds it (a parallel warm-up, or --compile-only on a
+  // machine without a GPU). No = refused after compiling (ptxas spilled registers).
+  virtual Support compile(const Problem&, const Knobs&, const gpu::DeviceInfo&) const = 0;
   // Compiles or loads the configuration and binds it to the tensors. May throw Unsupported.
   virtual std::unique_ptr<Op> bind(const Problem&, const Knobs&, AttnTensors&) = 0;
 };
