@@ -133,15 +133,20 @@ __device__ __forceinline__ void ldsm_x2(u32& r0, u32& r1, u32 addr) {
                : "=r"(r0), "=r"(r1)
                : "r"(addr));
 }
-// fp32 atomic add of two neighbours (8-byte aligned): one vector reduction on sm90.
-__device__ __forceinline__ void red_add2(float* dst, float a, float b) {
 #if __CUDA_ARCH__ >= 900
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(dst), "f"(a), "f"(b) : "memory");
+// fp32 atomic add of four scaled neighbours (16-byte aligned): one vector reduction.
+__device__ __forceinline__ void red_add4(float* dst, float4 v, float scale) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(v.x * scale),
+               "f"(v.y * scale), "f"(v.z * scale), "f"(v.w * scale)
+               : "memory");
+}
 #else
+// fp32 atomic add of two neighbours.
+__device__ __forceinline__ void red_add2(float* dst, float a, float b) {
   atomicAdd(dst, a);
   atomicAdd(dst + 1, b);
-#endif
 }
+#endif
 
 #if FFPA_DROPOUT
 // One bit per phase-1 accumulator of a thread: whether dropout kept the element.
@@ -539,6 +544,27 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd::NT, 1)
             mma(q[0], a, bk[k][0], bk[k][1]);
             mma(q[1], a, bk[k][2], bk[k][3]);
           }
+#if __CUDA_ARCH__ >= 900
+          // Lane pairs swap half their fragment so that each lane holds 4 neighbouring columns of
+          // one row (even lanes row g, odd lanes row g + 8): half as many L2 reductions, which
+          // bound this kernel (its speed followed Bc, i.e. the dQ reductions per flop).
+          const bool odd = lane & 1;
+          const int row = m * 16 + (lane >> 2) + (odd ? 8 : 0);
+          const int r = s_r[row];
+          const long long lrow = ((long long)b * f.Hq + s_hq[row]) * f.Nq + r;
+#pragma unroll
+          for (int n = 0; n < 2; ++n) {
+            const float s0 = odd ? q[n][0] : q[n][2], s1 = odd ? q[n][1] : q[n][3];
+            const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1);
+            const float r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+            const int col = blk * 16 + n * 8 + (lane & 2) * 2;
+            if (r >= 0 && col < D) {
+              const float4 v = odd ? make_float4(r0, r1, q[n][2], q[n][3])
+                                   : make_float4(q[n][0], q[n][1], r0, r1);
+              red_add4(p.dq_accum + lrow * D + col, v, f.scale);
+            }
+          }
+#else
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int row = m * 16 + (lane >> 2) + h * 8;
@@ -553,6 +579,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd::NT, 1)
                          q[n][h * 2 + 1] * f.scale);
             }
           }
+#endif
         }
       }
     }

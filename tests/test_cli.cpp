@@ -240,6 +240,16 @@ TEST_CASE("seed, out, cache, check, format, device, flags", "[cli]") {
   expect_error({"--config", ""}, "--config", "empty file name");
 }
 
+TEST_CASE("compile-only names a known arch; jobs is a positive count", "[cli]") {
+  const Options o = run({"--compile-only", "sm_90a", "-j", "4"});
+  CHECK(o.compile_only == "sm_90a");
+  CHECK(o.jobs == 4);
+  CHECK(run({}).compile_only.empty());
+  CHECK(run({}).jobs == 0);
+  expect_error({"--compile-only", "sm_70"}, "--compile-only", "unknown arch \"sm_70\"");
+  expect_error({"--jobs", "0"}, "--jobs", "");
+}
+
 TEST_CASE("unknown arguments name themselves", "[cli]") {
   expect_error({"--bogus"}, "--bogus", "");
   expect_error({"--N", "8192", "--fw"}, "--fw", "");

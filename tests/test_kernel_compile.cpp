@@ -1,9 +1,13 @@
 // NVRTC compiles the forward kernel's default configurations for sm_80 and sm_90a without a GPU;
-// ptxas must not spill (a spilling accumulator tile is the failure mode of large D).
+// ptxas must not spill (a spilling accumulator tile is the failure mode of large D). The runner's
+// ahead-of-time compilation (precompile, --compile-only) needs no GPU either.
 #include <catch2/catch.hpp>
+
+#include <filesystem>
 
 #include "ffpa_support.hpp"
 #include "gpu/nvrtc.hpp"
+#include "runner/runner.hpp"
 #include "support.hpp"
 #include "tuning/grid.hpp"
 #include "variants/ffpa_fwd.hpp"
@@ -155,4 +159,41 @@ TEST_CASE("bind refuses misaligned tensors before touching the GPU", "[nvrtc]") 
   prm.k_row_stride = 512;
   prm.v = fake + 2;
   CHECK_THROWS_AS(fwd::bind(p, fwd::default_config(p), prm, h200), Unsupported);
+}
+
+TEST_CASE("precompile fills the cache for a plan on several threads, each key once", "[nvrtc]") {
+  test::FreshCache cache;
+  Plan plan;
+  for (Pass pass : {Pass::fwd, Pass::bwd})
+    for (int copy = 0; copy < 2; ++copy) {  // equal problems: the second waits, then reads
+      PlanItem it;
+      it.problem = compile_problem(512);
+      it.problem.case_name = "self-attn";
+      it.pass = pass;
+      plan.items.push_back(it);
+    }
+  Registry reg = Registry::make();
+  const auto variants = selected_variants(reg, {});
+  const TuningCache none = TuningCache::load((cache.dir.path() / "tuning.json").string());
+  const gpu::DeviceInfo dev = gpu::known_device("sm_90a");
+  REQUIRE_FALSE(dev.name.empty());
+  CHECK(gpu::known_device("sm_70").name.empty());
+
+  auto cubins = [&] {
+    int n = 0;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(cache.dir.path()))
+      n += e.path().extension() == ".cubin";
+    return n;
+  };
+  const auto done = precompile(plan, variants, TuneMode::none, none, dev, 4);
+  REQUIRE(done.size() == 4);  // one default configuration per item and pass
+  for (const auto& c : done) {
+    INFO(c.variant << " " << to_string(c.knobs) << " " << c.result.reason);
+    CHECK(c.result.ok());
+    CHECK(c.source == "default");
+  }
+  CHECK(cubins() == 2);  // the forward's and the backward's
+  const auto again = precompile(plan, variants, TuneMode::none, none, dev, 2);
+  CHECK(again.size() == 4);
+  CHECK(cubins() == 2);
 }
