@@ -162,6 +162,34 @@ typedef KeepBits<M1 * N1 * 4 <= 32>::T Keep;
 static_assert(M1 * N1 * 4 <= 64, "dropout keep bits fit two registers");
 #endif
 
+// acc += A^T B for the warp's 16-column blocks of D: A = [BR x BC] (Pd or dS) and B = [BR x D]
+// (dO or Q) in shared memory, the contraction over the tile's query rows. A fragments are loaded
+// one k step at a time (4 * MK registers).
+__device__ __forceinline__ void mma_at_b(float (&acc)[NBW][MK][2][4], u32 sA, u32 sB, int warp,
+                                         int lane) {
+#pragma unroll
+  for (int k = 0; k < KR; ++k) {
+    u32 a[MK][4];
+#pragma unroll
+    for (int m = 0; m < MK; ++m)
+      ldsm_x4_t(a[m], sA + tile_off(k * 16 + (lane & 7) + ((lane >> 4) & 1) * 8,
+                                    m * 16 + ((lane >> 3) & 1) * 8, BR));
+#pragma unroll
+    for (int j = 0; j < NBW; ++j) {
+      const int blk = warp + NW * j;
+      if (NBLK % NW && blk >= NBLK) break;
+      u32 bf[4];
+      ldsm_x4_t(bf, sB + tile_off(k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                  blk * 16 + (lane >> 4) * 8, BR));
+#pragma unroll
+      for (int m = 0; m < MK; ++m) {
+        mma(acc[j][m][0], a[m], bf[0], bf[1]);
+        mma(acc[j][m][1], a[m], bf[2], bf[3]);
+      }
+    }
+  }
+}
+
 }  // namespace ffpa_bwd
 
 // One warp per row (b, hq, r): delta = sum_d dO * O in fp32; the row of dq_accum is zeroed.
@@ -478,52 +506,8 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd::NT, 1)
     __syncthreads();  // Pd and dS written
 
     // Phase 2: the warp's 16-column blocks of D.
-    {  // dV += Pd^T dO
-#pragma unroll
-      for (int k = 0; k < KR; ++k) {  // A fragments of one k step at a time: 4 * MK registers
-        u32 a[MK][4];
-#pragma unroll
-        for (int m = 0; m < MK; ++m)
-          ldsm_x4_t(a[m], sP + tile_off(k * 16 + (lane & 7) + ((lane >> 4) & 1) * 8,
-                                        m * 16 + ((lane >> 3) & 1) * 8, BR));
-#pragma unroll
-        for (int j = 0; j < NBW; ++j) {
-          const int blk = warp + NW * j;
-          if (NBLK % NW && blk >= NBLK) break;
-          u32 bf[4];
-          ldsm_x4_t(bf, sO + tile_off(k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                      blk * 16 + (lane >> 4) * 8, BR));
-#pragma unroll
-          for (int m = 0; m < MK; ++m) {
-            mma(dv[j][m][0], a[m], bf[0], bf[1]);
-            mma(dv[j][m][1], a[m], bf[2], bf[3]);
-          }
-        }
-      }
-    }
-    {  // dK += dS^T Q (scaled at the end)
-#pragma unroll
-      for (int k = 0; k < KR; ++k) {  // A fragments of one k step at a time: 4 * MK registers
-        u32 a[MK][4];
-#pragma unroll
-        for (int m = 0; m < MK; ++m)
-          ldsm_x4_t(a[m], sS + tile_off(k * 16 + (lane & 7) + ((lane >> 4) & 1) * 8,
-                                        m * 16 + ((lane >> 3) & 1) * 8, BR));
-#pragma unroll
-        for (int j = 0; j < NBW; ++j) {
-          const int blk = warp + NW * j;
-          if (NBLK % NW && blk >= NBLK) break;
-          u32 bf[4];
-          ldsm_x4_t(bf, sQ + tile_off(k * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                      blk * 16 + (lane >> 4) * 8, BR));
-#pragma unroll
-          for (int m = 0; m < MK; ++m) {
-            mma(dk[j][m][0], a[m], bf[0], bf[1]);
-            mma(dk[j][m][1], a[m], bf[2], bf[3]);
-          }
-        }
-      }
-    }
+    mma_at_b(dv, sP, sO, warp, lane);  // dV += Pd^T dO
+    mma_at_b(dk, sS, sQ, warp, lane);  // dK += dS^T Q (scaled at the end)
     {  // dQ = scale * dS K, added to dq_accum
 #pragma unroll
       for (int j = 0; j < NBW; ++j) {
