@@ -508,7 +508,8 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd::NT, 1)
     // Phase 2: the warp's 16-column blocks of D.
     mma_at_b(dv, sP, sO, warp, lane);  // dV += Pd^T dO
     mma_at_b(dk, sS, sQ, warp, lane);  // dK += dS^T Q (scaled at the end)
-    {  // dQ = scale * dS K, added to dq_accum
+    // dQ = scale * dS K, added to dq_accum
+    {
 #pragma unroll
       for (int j = 0; j < NBW; ++j) {
         const int blk = warp + NW * j;
