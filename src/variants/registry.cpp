@@ -5,12 +5,14 @@
 #include "baselines/cudnn.hpp"
 #include "variants/ffpa_bwd.hpp"
 #include "variants/ffpa_fwd.hpp"
+#include "variants/ffpa_fwd_sm90.hpp"
 
 namespace ffpa {
 
 std::vector<std::unique_ptr<Variant>> make_variants() {
   std::vector<std::unique_ptr<Variant>> v;
   v.push_back(make_ffpa_fwd_sm80());
+  v.push_back(make_ffpa_fwd_sm90());
   v.push_back(make_ffpa_bwd_sm80());
   return v;
 }

@@ -1,0 +1,432 @@
+// Split-D flash-attention forward for Hopper (sm_90a): warpgroup MMA (wgmma), compiled at run time
+// by NVRTC. Device code only: no standard headers. The configuration comes in as macros
+// (src/variants/ffpa_fwd_sm90_kernel.cpp sets them):
+//   FFPA_D        head dim (multiple of 8, at most 512)
+//   FFPA_BC       keys per tile (64 or 128)
+//   FFPA_STAGES   slots of the K/V ring (>= 3; STAGES - 2 are loaded ahead)
+//   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DROPOUT as in ffpa_fwd.cuh (no split-KV here)
+//
+// Layout of the work: a block is 64 rows of the packed (group * Nq) query rows of one kv head and
+// two warpgroups. D is padded to DP (a multiple of 128) and split in halves: warpgroup w owns the
+// DP/2 columns [w * DH, (w + 1) * DH) of Q, K, V and O.
+//  - QK: warpgroup w computes the partial S_w = Q[:, half w] K[:, half w]^T with wgmma m64n64k16
+//    (A = Q and B = K both from shared memory, K-major, 128-byte swizzle). The partials are
+//    exchanged through shared memory and both warpgroups form S = S_w + S_other, the same bits in
+//    both (fp32 addition commutes), so both compute the same softmax and the same P.
+//  - softmax in exp2 form in registers (the accumulator layout: rows of a quad), P converted in
+//    registers to the A fragments of the PV wgmma (the m64nNk16 accumulator and the 16-bit
+//    A-register layouts coincide on each 16-column slice).
+//  - PV: O[:, half w] += P V[:, half w], wgmma m64n64k16 per 64-column panel (A = P from
+//    registers, B = V from shared memory, MN-major, 128-byte swizzle).
+// K and V stream through a ring of STAGES slots; a slot holds one 64-column panel of each half
+// ([BC keys x 64] each), so a key tile is DP/128 K slots then DP/128 V slots. All 256 threads load
+// with cp.async; one block barrier per slot.
+//
+// Shared panels use tile_off (ffpa_common.cuh): 128-byte rows, 16-byte granule XOR (row & 7). With
+// every panel 1024-byte aligned this is the wgmma 128-byte swizzle (address bits 4..6 XOR bits
+// 7..9). tools/ffpa_fwd_sm90_sim.py checks the descriptors and fragment maps below against it.
+#pragma once
+
+#include "ffpa_common.cuh"
+
+namespace ffpa_fwd90 {
+
+using namespace ffpa_dev;
+typedef unsigned long long u64;
+
+constexpr int D = FFPA_D;
+constexpr int BR = 64;
+constexpr int BC = FFPA_BC;
+constexpr int STAGES = FFPA_STAGES;
+constexpr int NT = 256;
+constexpr int DP = (D + 127) / 128 * 128;  // zero-filled past D
+constexpr int DH = DP / 2;                 // columns of a warpgroup
+constexpr int NP = DH / 64;                // 64-column panels of a warpgroup
+constexpr int NB = BC / 64;                // n64 pieces of S
+constexpr int KS = BC / 16;                // k16 steps of PV
+constexpr int LA = STAGES - 2;             // slots loaded ahead
+constexpr int Q_PANEL = BR * 128;
+constexpr int PANEL = BC * 128;
+constexpr int SLOT_BYTES = 2 * PANEL;
+constexpr int Q_BYTES = BR * DP * 2;
+constexpr int X_BYTES = 2 * BR * BC * 4;  // the two S partials
+constexpr int SMEM_BYTES = 1024 + Q_BYTES + STAGES * SLOT_BYTES + X_BYTES + BR * 8;
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+
+static_assert(D % 8 == 0 && D <= 512, "D: a multiple of 8, at most 512 (O lives in registers)");
+static_assert(BC == 64 || BC == 128, "BC is 64 or 128");
+static_assert(STAGES >= 3, "the ring needs a slot in use, one draining and one loading");
+static_assert((2 * BC * 8) % NT == 0, "whole 16-byte granules per thread");
+
+// Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): start address, leading
+// and stride byte offsets (all >> 4), 128-byte swizzle (mode 1 in bits 62..63), base offset 0
+// (every swizzle atom starts on a 1024-byte boundary).
+__device__ __forceinline__ u64 make_desc(u32 addr, u32 lbo, u32 sbo) {
+  return (u64)((addr & 0x3ffffu) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) |
+         (1ull << 62);
+}
+// K-major operands (Q, K): 8-row groups 1024 bytes apart (SBO); LBO is unused with a 128-byte
+// swizzle when the k16 step lies inside one 128-byte row, 16 by convention.
+__device__ __forceinline__ u64 desc_k(u32 addr) {
+  return make_desc(addr, 16, 1024);
+}
+// MN-major V: the 8-key groups of a k16 step are 1024 bytes apart (SBO). With n64 the N extent is
+// one swizzle atom, so LBO (the stride between 64-column atoms) is never used; 1024 as well, so
+// that a reading of the ISA with the roles of LBO and SBO swapped gives the same addresses.
+__device__ __forceinline__ u64 desc_mn(u32 addr) {
+  return make_desc(addr, 1024, 1024);
+}
+
+#if FFPA_BF16
+#define FFPA_WG_AB "bf16"
+#else
+#define FFPA_WG_AB "f16"
+#endif
+
+#define FFPA_WG_ACC                                                                             \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define FFPA_WG_OUT(d)                                                                          \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
+      "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
+      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), \
+      "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+      "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), \
+      "+f"(d[7][2]), "+f"(d[7][3])
+
+#define FFPA_WG_NEW(d)                                                                          \
+  "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]), "=f"(d[1][1]),     \
+      "=f"(d[1][2]), "=f"(d[1][3]), "=f"(d[2][0]), "=f"(d[2][1]), "=f"(d[2][2]), "=f"(d[2][3]), \
+      "=f"(d[3][0]), "=f"(d[3][1]), "=f"(d[3][2]), "=f"(d[3][3]), "=f"(d[4][0]), "=f"(d[4][1]), \
+      "=f"(d[4][2]), "=f"(d[4][3]), "=f"(d[5][0]), "=f"(d[5][1]), "=f"(d[5][2]), "=f"(d[5][3]), \
+      "=f"(d[6][0]), "=f"(d[6][1]), "=f"(d[6][2]), "=f"(d[6][3]), "=f"(d[7][0]), "=f"(d[7][1]), \
+      "=f"(d[7][2]), "=f"(d[7][3])
+
+// d[n8][e]: the m64n64 f32 accumulator of a thread, register r = 4 * n8 + e holds row
+// 16 * warp + lane / 4 + 8 * (e >> 1), column 8 * n8 + 2 * (lane % 4) + (e & 1).
+// D = A B (+ D when acc), A and B from shared memory, both K-major.
+__device__ __forceinline__ void wgmma_ss(float (&d)[8][4], u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC
+      ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : FFPA_WG_OUT(d)
+      : "l"(da), "l"(db), "n"(1));
+}
+// D = A B, ignoring D (scale-d false): the outputs are write-only, so the compiler does not keep
+// the previous tile's values alive into (and redefine them inside) the wgmma pipeline.
+__device__ __forceinline__ void wgmma_ss_first(float (&d)[8][4], u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC
+      ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : FFPA_WG_NEW(d)
+      : "l"(da), "l"(db), "n"(0));
+}
+// D += A B, A from registers (a[0..3]: rows lane/4 and +8, k 2*(lane%4) and +8), B MN-major
+// from shared memory (imm-trans-b = 1).
+__device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const u32 (&a)[4], u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC
+      ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : FFPA_WG_OUT(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1));
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving reads of accumulators above the wgmma.wait_group that
+// completes them (the asm redefines every register after the wait).
+__device__ __forceinline__ void fence_acc(float (&d)[8][4]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+// x, opaque to the optimizer: addresses derived from it are recomputed where used instead of
+// being hoisted out of the tile loop and held (16 Q descriptors would cost 32 registers).
+__device__ __forceinline__ u32 opaque(u32 x) {
+  asm volatile("mov.b32 %0, %0;\n" : "+r"(x));
+  return x;
+}
+
+// Before a slot is used: this thread's copies of it landed, they are made visible to the async
+// proxy (wgmma reads shared memory through it), the wgmma group two slots back (the slot the
+// next load overwrites) is complete, and every thread got there.
+__device__ __forceinline__ void slot_sync() {
+  cp_async_wait<LA - 1>();
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  wgmma_wait<1>();
+  __syncthreads();
+}
+
+}  // namespace ffpa_fwd90
+
+extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
+    ffpa_fwd_sm90_kernel(const FfpaFwdParams p) {
+  using namespace ffpa_fwd90;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // The swizzle is a function of absolute address bits 7..9: align the tiles to 1024 bytes.
+  const u32 raw = smem_u32(smem_raw);
+  const u32 sQ = (raw + 1023u) & ~1023u;
+  unsigned char* smem = smem_raw + (sQ - raw);
+  const u32 sSlot = sQ + Q_BYTES;
+  float4* xbuf = reinterpret_cast<float4*>(smem + Q_BYTES + STAGES * SLOT_BYTES);
+  int* srow = reinterpret_cast<int*>(smem + Q_BYTES + STAGES * SLOT_BYTES + X_BYTES);
+
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int wg = tid >> 7, t128 = tid & 127, wq = t128 >> 5;  // warpgroup, warp in it
+  const int rows_total = p.group * p.Nq;
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * BR;  // heaviest causal blocks first
+  const int kvh = blockIdx.y;
+  const int b = blockIdx.z;
+
+  const int i_hi = min(m0 + BR, rows_total) - 1;
+  int r_lo = m0 % p.Nq, r_hi = i_hi % p.Nq;
+  if (m0 / p.Nq != i_hi / p.Nq) r_lo = 0, r_hi = p.Nq - 1;
+  const int diag = FFPA_CAUSAL == 1 ? p.Nkv - p.Nq : 0;  // row r sees keys k <= r + diag
+  int ntile = (p.Nkv + BC - 1) / BC;
+  if (FFPA_CAUSAL) ntile = min(ntile, r_hi + diag < 0 ? 0 : (r_hi + diag) / BC + 1);
+
+  // Per-row query index and q head (the first slot barrier publishes them).
+  if (tid < BR) {
+    const int i = min(m0 + tid, rows_total - 1);
+    srow[tid] = i % p.Nq;
+    srow[BR + tid] = kvh * p.group + i / p.Nq;
+  }
+
+  const u16* kbase = static_cast<const u16*>(p.k) + b * p.k_batch_stride + kvh * p.k_head_stride;
+  const u16* vbase = static_cast<const u16*>(p.v) + b * p.v_batch_stride + kvh * p.v_head_stride;
+
+  // Q: BR x DP resident, 64-column panels of BR rows.
+  {
+    const u16* qb = static_cast<const u16*>(p.q) + b * p.q_batch_stride;
+#pragma unroll 4
+    for (int idx = tid; idx < BR * DP / 8; idx += NT) {
+      const int row = idx / (DP / 8), col = (idx % (DP / 8)) * 8;
+      const int i = m0 + row;
+      const bool ok = i < rows_total && col < D;
+      const u16* src = qb;
+      if (ok) {
+        const int hq = kvh * p.group + i / p.Nq, r = i % p.Nq;
+        src = qb + hq * p.q_head_stride + r * p.q_row_stride + col;
+      }
+      cp_async16(sQ + tile_off(row, col, BR), src, ok);
+    }
+  }
+
+  // Slot gi of the stream: tile gi / (2 NP); K panels c = 0..NP-1, then V panels. Half h of the
+  // slot holds columns h * DH + c * 64 .. + 63.
+  const int total = ntile * 2 * NP;
+  auto load_slot = [&](int gi) {
+    if (gi < total) {
+      const int j = gi / (2 * NP), rem = gi % (2 * NP);
+      const bool isv = rem >= NP;
+      const int c = isv ? rem - NP : rem;
+      const u16* base = isv ? vbase : kbase;
+      const long long rs = isv ? p.v_row_stride : p.k_row_stride;
+      const u32 dst = sSlot + (gi % STAGES) * SLOT_BYTES;
+#pragma unroll
+      for (int it = 0; it < 2 * BC * 8 / NT; ++it) {
+        const int idx = tid + it * NT;
+        const int h = idx / (BC * 8), g = idx % (BC * 8);
+        const int row = g >> 3, col = (g & 7) * 8;
+        const int key = j * BC + row, d = h * DH + c * 64 + col;
+        const bool ok = key < p.Nkv && d < D;
+        cp_async16(dst + h * PANEL + tile_off(row, col, BC), ok ? base + key * rs + d : base, ok);
+      }
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int s = 0; s < LA; ++s) load_slot(s);  // the first group carries Q
+
+  float o[NP][8][4];
+#pragma unroll
+  for (int c = 0; c < NP; ++c)
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[c][n][e] = 0.f;
+  float m_run[2] = {NEG_INF, NEG_INF}, l_run[2] = {0.f, 0.f};
+  const u32 qhalf = sQ + wg * NP * Q_PANEL;
+
+  int gi = 0;
+  for (int j = 0; j < ntile; ++j) {
+    // S_w = Q[:, half w] K[:, half w]^T over the NP panels of the half.
+    float s[NB][8][4];
+#pragma unroll
+    for (int c = 0; c < NP; ++c, ++gi) {
+      slot_sync();
+      load_slot(gi + LA);
+      const u32 sk = sSlot + (gi % STAGES) * SLOT_BYTES + wg * PANEL;
+      const u32 sq = opaque(qhalf + c * Q_PANEL);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb) {
+          const u64 da = desc_k(sq + kk * 32);
+          const u64 db = desc_k(sk + nb * 64 * 128 + kk * 32);
+          if (c == 0 && kk == 0)
+            wgmma_ss_first(s[nb], da, db);
+          else
+            wgmma_ss(s[nb], da, db);
+        }
+      wgmma_commit();
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) fence_acc(s[nb]);
+
+    // S = S_0 + S_1 in both warpgroups: a thread swaps its registers with the same thread of the
+    // other warpgroup (same lane, same warp: the same (row, column) positions).
+    {
+      float4* mine = xbuf + wg * (BC / 8) * 128 + t128;
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+          mine[(nb * 8 + n) * 128] =
+              make_float4(s[nb][n][0], s[nb][n][1], s[nb][n][2], s[nb][n][3]);
+      __syncthreads();
+      const float4* other = xbuf + (1 - wg) * (BC / 8) * 128 + t128;
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          const float4 x = other[(nb * 8 + n) * 128];
+          s[nb][n][0] += x.x, s[nb][n][1] += x.y, s[nb][n][2] += x.z, s[nb][n][3] += x.w;
+        }
+    }
+
+    // Online softmax in exp2 form: s2 = s * scale * log2(e) (+ bias * log2(e)).
+    const bool edge = (j + 1) * BC > p.Nkv || (FFPA_CAUSAL && (j + 1) * BC - 1 > r_lo + diag);
+    const int key0 = j * BC + (lane & 3) * 2;  // key of this thread's first S column
+    u32 pa[KS][4];
+    float al[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = wq * 16 + (lane >> 2) + h * 8;
+      const int r = srow[row];
+      const int causal_lim = r + diag - key0;  // columns past it are masked
+      const int kv_lim = p.Nkv - key0;
+#if FFPA_BIAS
+      const long long boff = b * p.bias_batch_stride + srow[BR + row] * p.bias_head_stride +
+                             r * p.bias_row_stride + key0;
+#endif
+      float v = NEG_INF;
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int kof = nb * 64 + n * 8 + e;
+            float x = s[nb][n][h * 2 + e] * p.scale_log2;
+#if FFPA_BIAS
+            if (kof < kv_lim) x += bias_at(p, boff + kof) * LOG2E;
+#endif
+            if (edge && (kof >= kv_lim || (FFPA_CAUSAL && kof > causal_lim))) x = NEG_INF;
+            s[nb][n][h * 2 + e] = x;
+            v = fmaxf(v, x);
+          }
+      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+      const float m_new = fmaxf(m_run[h], v);
+      const float base = m_new == NEG_INF ? 0.f : m_new;
+      const float alpha = exp2f(m_run[h] - base);
+      m_run[h] = m_new;
+      float sum = 0.f;
+#if FFPA_DROPOUT
+      const unsigned long long erow =
+          (((unsigned long long)b * p.Hq + srow[BR + row]) * p.Nq + r) * (unsigned long long)p.Nkv +
+          key0;
+#endif
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          float pr[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            pr[e] = exp2f(s[nb][n][h * 2 + e] - base);
+            sum += pr[e];
+          }
+#if FFPA_DROPOUT
+          dropout2(p.dropout_seed, p.dropout_offset + erow + nb * 64 + n * 8, p.dropout_p, pr);
+#endif
+          // Columns 16 ks .. 16 ks + 15 are k16 step ks of PV: n8 group 2 ks gives A registers
+          // 0 (row) and 1 (row + 8), group 2 ks + 1 registers 2 and 3.
+          pa[nb * 4 + n / 2][(n & 1) * 2 + h] = pack2(pr[0], pr[1]);
+        }
+      l_run[h] = l_run[h] * alpha + sum;
+      al[h] = alpha;
+    }
+
+    // O += P V[:, half w], one n64 accumulator per panel; the wait above finished the previous
+    // tile's PV, so O can be rescaled here.
+#pragma unroll
+    for (int c = 0; c < NP; ++c) {
+      fence_acc(o[c]);
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[c][n][e] *= al[e >> 1];
+    }
+#pragma unroll
+    for (int c = 0; c < NP; ++c, ++gi) {
+      slot_sync();
+      load_slot(gi + LA);
+      const u32 sv = sSlot + (gi % STAGES) * SLOT_BYTES + wg * PANEL;
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) wgmma_rs(o[c], pa[ks], desc_mn(sv + ks * 16 * 128));
+      wgmma_commit();
+    }
+    // Retire PV inside the iteration: a group left in flight across the back edge (or into the
+    // epilogue) makes ptxas serialize every wgmma of the kernel (C7514/C7515).
+    wgmma_wait<0>();
+  }
+#pragma unroll
+  for (int c = 0; c < NP; ++c) fence_acc(o[c]);
+  cp_async_wait<0>();
+
+  // Both warpgroups hold the full row statistics; warpgroup 0 writes the LSE.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = l_run[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int row = wq * 16 + (lane >> 2) + h * 8;
+    const int i = m0 + row;
+    if (i >= rows_total) continue;
+    const float inv = l > 0.f ? p.dropout_scale / l : 0.f;
+    const float lse = l > 0.f ? (m_run[h] + __log2f(l)) * LN2 : NEG_INF;
+    const int hq = kvh * p.group + i / p.Nq, r = i % p.Nq;
+    const long long lrow = ((long long)b * p.Hq + hq) * p.Nq + r;
+    u16* orow =
+        static_cast<u16*>(p.o) + b * p.o_batch_stride + hq * p.o_head_stride + r * p.o_row_stride;
+    if (wg == 0 && (lane & 3) == 0) p.lse[lrow] = lse;
+#pragma unroll
+    for (int c = 0; c < NP; ++c)
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const int col = wg * DH + c * 64 + n * 8 + (lane & 3) * 2;
+        if (col < D)
+          *reinterpret_cast<u32*>(orow + col) =
+              pack2(o[c][n][h * 2] * inv, o[c][n][h * 2 + 1] * inv);
+      }
+  }
+}

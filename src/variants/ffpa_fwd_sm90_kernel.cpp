@@ -1,0 +1,134 @@
+#include "variants/ffpa_fwd_sm90_kernel.hpp"
+
+#include <cstdint>
+
+#include "core/error.hpp"
+#include "variants/ffpa_variant.hpp"
+
+namespace ffpa::fwd90 {
+using namespace ffpa_family;
+namespace {
+
+// Registers ptxas needs besides the accumulators (addresses, descriptors, softmax temporaries).
+constexpr int kRegisterOverhead = 40;
+
+class Fwd90Op : public Op {
+ public:
+  Fwd90Op(nvrtc::Library lib, const FfpaFwdParams& p, dim3 grid, int smem)
+      : lib_(std::move(lib)), p_(p), grid_(grid), smem_(smem) {
+    fwd_ = lib_.kernel("ffpa_fwd_sm90_kernel");
+    FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fwd_),
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
+  }
+
+  void launch(cudaStream_t s) override {
+    void* args[] = {&p_};
+    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(fwd_), grid_, dim3(Config::threads()),
+                               args, static_cast<size_t>(smem_), s));
+  }
+  std::string includes() const override { return "forward (wgmma)"; }
+
+ private:
+  nvrtc::Library lib_;
+  FfpaFwdParams p_;
+  dim3 grid_;
+  int smem_;
+  cudaKernel_t fwd_ = nullptr;
+};
+
+int padded(int D) {
+  return padded_d(D, 128);
+}
+
+}  // namespace
+
+constexpr Knob<Config> kKnobs[] = {{"Bc", &Config::Bc}, {"stages", &Config::stages}};
+
+const std::vector<std::string>& knob_names() {
+  static const std::vector<std::string> names = ffpa_family::knob_names(kKnobs);
+  return names;
+}
+
+Config Config::from_knobs(const Knobs& k) {
+  return read_knobs(kKnobs, k);
+}
+
+Knobs Config::knobs() const {
+  return knobs_of(kKnobs, *this);
+}
+
+Config default_config(const Problem& pr) {
+  Config c;  // Bc=64; 6 slots at D=512 (4 loaded ahead, 16 KB each) fit beside Q
+  if (pr.shape.D <= 384) c.stages = 8;
+  return c;
+}
+
+int smem_bytes(const Config& c, int D) {
+  // alignment slack, Q, the ring, the two S partials, the row table
+  return 1024 + 64 * padded(D) * 2 + c.stages * 2 * c.Bc * 128 + 2 * 64 * c.Bc * 4 + 64 * 8;
+}
+
+int accumulator_registers(const Config& c, int D) {
+  return padded(D) / 4 + c.Bc / 2 + c.Bc / 4;  // O (64 x D/2 over 128 threads), S, P
+}
+
+std::string check(const Config& c, int D, int smem_limit) {
+  auto s = [](int v) { return std::to_string(v); };
+  if (c.Bc != 64 && c.Bc != 128) return "Bc must be 64 or 128";
+  if (c.stages < 3) return "stages must be at least 3 (one slot in use, one draining, one loading)";
+  if (D % 8 || D > kMaxD)
+    return "D=" + s(D) +
+           ": ffpa-fwd-sm90 keeps O in registers, D must be a multiple of 8, at most " + s(kMaxD);
+  return check_resources(smem_bytes(c, D), smem_limit, Config::threads(),
+                         accumulator_registers(c, D) + kRegisterOverhead);
+}
+
+std::vector<std::string> nvrtc_options(const Config& c, const fwd::Features& f) {
+  const auto d = define;
+  return {d("FFPA_D", f.D),
+          d("FFPA_BC", c.Bc),
+          d("FFPA_STAGES", c.stages),
+          d("FFPA_BF16", f.bf16),
+          d("FFPA_CAUSAL", f.causal),
+          d("FFPA_BIAS", f.bias),
+          d("FFPA_DROPOUT", f.dropout)};
+}
+
+nvrtc::Compiled compile(const Config& c, const fwd::Features& f) {
+  return nvrtc::compile("ffpa_fwd_sm90.cuh", nvrtc_options(c, f), "sm_90a");
+}
+
+nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
+  if (dev.sm_major != 9) throw Unsupported("ffpa-fwd-sm90 needs sm_90 (wgmma)");
+  const int D = static_cast<int>(pr.shape.D);
+  if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
+  nvrtc::Compiled comp = compile(c, fwd::Features::of(pr));
+  refuse_spills(comp, "ffpa_fwd_sm90_kernel");
+  return comp;
+}
+
+std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams& params,
+                         const gpu::DeviceInfo& dev) {
+  const int D = static_cast<int>(pr.shape.D);
+  nvrtc::Compiled comp = compile_for(pr, c, dev);
+  // 16-byte cp.async of Q/K/V rows, 4-byte O stores.
+  if (!aligned(params.q, {params.q_batch_stride, params.q_head_stride, params.q_row_stride}, 8) ||
+      !aligned(params.k, {params.k_batch_stride, params.k_head_stride, params.k_row_stride}, 8) ||
+      !aligned(params.v, {params.v_batch_stride, params.v_head_stride, params.v_row_stride}, 8) ||
+      !aligned(params.o, {params.o_batch_stride, params.o_head_stride, params.o_row_stride}, 2))
+    throw Unsupported("q/k/v need 16-byte aligned rows and strides in multiples of 8 elements");
+  FfpaFwdParams p = params;
+  p.num_splits = 1;
+  p.o_partial = nullptr;
+  p.lse_partial = nullptr;
+  const auto& sh = pr.shape;
+  const int64_t gx = (sh.group() * sh.Nq + 63) / 64;
+  if (gx > 0x7fffffff || sh.Hkv > 65535 || sh.B > 65535)
+    throw Unsupported("grid too large: " + std::to_string(gx) + " x " + std::to_string(sh.Hkv) +
+                      " x " + std::to_string(sh.B));
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(sh.Hkv),
+                  static_cast<unsigned>(sh.B));
+  return std::make_unique<Fwd90Op>(nvrtc::Library(comp.cubin), p, grid, smem_bytes(c, D));
+}
+
+}  // namespace ffpa::fwd90

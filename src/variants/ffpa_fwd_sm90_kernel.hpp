@@ -1,0 +1,53 @@
+// The Hopper wgmma forward (kernels/ffpa_fwd_sm90.cuh) below the Variant interface: its
+// configuration, what a configuration costs, the NVRTC options it compiles with, and an Op bound to
+// a filled FfpaFwdParams. Features (D, dtype, causal, bias, dropout) are the sm80 forward's.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/types.hpp"
+#include "gpu/cuda.hpp"
+#include "gpu/nvrtc.hpp"
+#include "params.h"
+#include "variants/ffpa_fwd_kernel.hpp"
+#include "variants/op.hpp"
+
+namespace ffpa::fwd90 {
+
+// Knobs of the kernel, as in configs/grids/ffpa-fwd-sm90.json. The block is fixed: 64 query rows,
+// two warpgroups splitting D.
+struct Config {
+  int Bc = 64;     // keys per tile: 64 or 128
+  int stages = 6;  // slots of the K/V ring, STAGES - 2 loaded ahead
+
+  static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
+  Knobs knobs() const;
+  static constexpr int threads() { return 256; }
+};
+
+constexpr int kMaxD = 512;  // O (64 x D/2 fp32 a warpgroup) lives in registers
+
+const std::vector<std::string>& knob_names();
+Config default_config(const Problem&);
+int smem_bytes(const Config&, int D);
+// Accumulator registers per thread (O, S, P fragments), the part that grows with the config.
+int accumulator_registers(const Config&, int D);
+// Empty when the configuration can run D on a device of this shared-memory limit.
+std::string check(const Config&, int D, int smem_limit);
+
+std::vector<std::string> nvrtc_options(const Config&, const fwd::Features&);
+// Compiles (or reads from the cubin cache) for sm_90a.
+nvrtc::Compiled compile(const Config&, const fwd::Features&);
+
+// What bind() compiles for the problem on the device; needs no GPU. Throws Unsupported off
+// Hopper, when the configuration does not fit or ptxas spilled registers.
+nvrtc::Compiled compile_for(const Problem&, const Config&, const gpu::DeviceInfo&);
+
+// Binds a compiled configuration to tensors described by `params` (as for fwd::bind; no split-KV,
+// the partial buffers are not used).
+std::unique_ptr<Op> bind(const Problem&, const Config&, const FfpaFwdParams& params,
+                         const gpu::DeviceInfo&);
+
+}  // namespace ffpa::fwd90
