@@ -107,6 +107,38 @@ __device__ __forceinline__ void dropout2(unsigned long long seed, unsigned long 
   if (!(st.uniform(g) > pd)) pr[0] = 0.f;
   if (!(st.uniform(g + 1) > pd)) pr[1] = 0.f;
 }
+
+// Keep bits of a thread's dropout elements in NS 8-column slices of one m16 mma tile: bit
+// (ns * 2 + h) * 2 + e for row (lane >> 2) + 8h, column ns * 8 + 2 * (lane & 3) + e. The lanes
+// 2i and 2i + 1 hold 4 consecutive keys of the same two rows: each draws the 4 uniforms of one row
+// (h = lane & 1, one Philox block when aligned) and hands the other the 2 it needs, so a block is
+// computed once instead of by both lanes. g: stream position (offset + element) of this lane's
+// row h at column 4 * ((lane >> 1) & 1) of slice 0.
+template <int NS>
+__device__ __forceinline__ u32 dropout_keep_bits(unsigned long long seed, unsigned long long g,
+                                                 float pd, int lane) {
+  static_assert(NS * 4 <= 32, "keep bits fit one register");
+  const bool odd = lane & 1;
+  const u32 o = (u32)g & 3;  // the same for every slice: they are 8 apart
+  u32 keep = 0;
+#pragma unroll
+  for (int ns = 0; ns < NS; ++ns) {
+    const unsigned long long c = (g + ns * 8) >> 2;
+    const FfpaPhilox4 lo = ffpa_philox_block(seed, c);
+    FfpaPhilox4 hi = lo;
+    if (o) hi = ffpa_philox_block(seed, c + 1);  // the 4 keys straddle two blocks
+    float u[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      u[i] = ffpa_uniform(o + i < 4 ? ffpa_lane(lo, o + i) : ffpa_lane(hi, o + i - 4));
+    const float r0 = __shfl_xor_sync(0xffffffffu, odd ? u[0] : u[2], 1);
+    const float r1 = __shfl_xor_sync(0xffffffffu, odd ? u[1] : u[3], 1);
+    const float x[4] = {odd ? r0 : u[0], odd ? r1 : u[1], odd ? u[2] : r0, odd ? u[3] : r1};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) keep |= (u32)(x[i] > pd) << (ns * 4 + i);
+  }
+  return keep;
+}
 #endif
 
 }  // namespace ffpa_dev

@@ -302,7 +302,17 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
       __syncthreads();
     float al[MT][2];  // rescale of O, applied chunk by chunk in the PV pass
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < MT; ++mt) {
+#if FFPA_DROPOUT
+      const int drow = wm * RW + mt * 16 + (lane >> 2) + (lane & 1) * 8;
+      const u32 keep = dropout_keep_bits<NS>(
+          p.dropout_seed,
+          p.dropout_offset +
+              (((unsigned long long)b * p.Hq + srow[BR + drow]) * p.Nq + srow[drow]) *
+                  (unsigned long long)p.Nkv +
+              key0 - (lane & 1) * 2,
+          p.dropout_p, lane);
+#endif
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = wm * RW + mt * 16 + (lane >> 2) + h * 8;
@@ -314,12 +324,6 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
         const float alpha = exp2f(m_run[mt][h] - base);
         m_run[mt][h] = m_new;
         float sum = 0.f;
-#if FFPA_DROPOUT
-        const unsigned long long erow =
-            (((unsigned long long)b * p.Hq + srow[BR + row]) * p.Nq + srow[row]) *
-                (unsigned long long)p.Nkv +
-            key0;
-#endif
 #pragma unroll
         for (int ns = 0; ns < NS; ++ns) {
           float pr[2];
@@ -327,10 +331,10 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
           for (int e = 0; e < 2; ++e) {
             pr[e] = exp2f(s[mt][ns][h * 2 + e] - base);
             sum += pr[e];
-          }
 #if FFPA_DROPOUT
-          dropout2(p.dropout_seed, p.dropout_offset + erow + ns * 8, p.dropout_p, pr);
+            if (!((keep >> ((ns * 2 + h) * 2 + e)) & 1)) pr[e] = 0.f;
 #endif
+          }
           const int col = wn * SN + ns * 8 + (lane & 3) * 2;
           const u32 v2 = pack2(pr[0], pr[1]);
           asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sP + tile_off(row, col, BR)), "r"(v2));
@@ -338,6 +342,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
         l_run[mt][h] = l_run[mt][h] * alpha + sum;
         al[mt][h] = alpha;
       }
+    }
     if (PRIV) bar_named(1 + wm, WN * 32);  // P written (shared mode: the next chunk barrier)
 
     // O += P V, chunk by chunk; P is loaded into registers once after the first barrier.
