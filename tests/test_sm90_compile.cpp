@@ -110,3 +110,49 @@ TEST_CASE("sm90 bind refuses misaligned tensors before touching the GPU", "[nvrt
   prm.v = fake + 2;
   CHECK_THROWS_AS(fwd90::bind(p, fwd90::default_config(p), prm, h200), Unsupported);
 }
+
+// Top-left causal with bias and dropout together spills 8-16 bytes at D=320 (bind refuses it and
+// the runner keeps ffpa-fwd-sm80 for that row); every other combination is clean.
+TEST_CASE("sm90 bias and dropout compile clean at D=320 with every causal mode", "[nvrtc]") {
+  test::FreshCache cache;
+  for (int causal : {0, 1, 2})
+    for (int bias : {0, 1, 2})
+      for (int dropout : {0, 1}) {
+        if (causal == 2 && bias && dropout) continue;
+        fwd::Features f;
+        f.D = 320;
+        f.causal = causal;
+        f.bias = bias;
+        f.dropout = dropout;
+        compile_clean(fwd90::default_config(compile_problem(320)), f);
+      }
+}
+
+TEST_CASE("sm90 refuses bias and dropout above D=384", "[nvrtc]") {
+  auto v = make_ffpa_fwd_sm90();
+  Problem p = compile_problem(384);
+  p.mask = MaskKind::key;
+  CHECK(v->supports(p).ok());
+  p.shape.D = 392;
+  CHECK_THAT(v->supports(p).reason, Catch::Contains("bias or dropout"));
+  CHECK_THROWS_AS(fwd90::compile_for(p, fwd90::default_config(p), test::h200()), Unsupported);
+  p.mask = MaskKind::none;
+  p.dropout = 0.1;
+  CHECK_THAT(v->supports(p).reason, Catch::Contains("bias or dropout"));
+}
+
+TEST_CASE("sm90 configurations of the GPU test compile clean", "[nvrtc]") {
+  test::FreshCache cache;
+  fwd::Features f;
+  for (int D : {64, 136, 256, 504}) {
+    f.D = D;
+    compile_clean(fwd90::default_config(compile_problem(D)), f);
+  }
+  // D=512 with 3 or 5 slots spills 8 bytes (bind refuses them; the tuner skips them).
+  f.D = 512;
+  for (int st : {4, 6, 7, 8}) compile_clean(fwd90::Config{64, st}, f);
+  f.D = 320;
+  for (int st : {3, 5}) compile_clean(fwd90::Config{64, st}, f);
+  f.D = 128;
+  for (int st : {3, 4}) compile_clean(fwd90::Config{128, st}, f);
+}

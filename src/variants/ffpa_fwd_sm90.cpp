@@ -24,16 +24,14 @@ struct Fwd90 {
   }
 };
 
-// The family's support surface narrowed to what this kernel handles: Hopper, D <= 512.
+// The family's support surface narrowed to what this kernel handles: Hopper, D <= 512, bias and
+// dropout up to D = 384.
 class Fwd90Variant : public ffpa_family::FfpaVariant<Fwd90> {
  public:
   Support supports(const Problem& p) const override {
     if (Support s = FfpaVariant::supports(p); !s.ok()) return s;
-    if (p.shape.D > fwd90::kMaxD)
-      return Support::no("D=" + std::to_string(p.shape.D) +
-                         ": ffpa-fwd-sm90 keeps O in registers, D must be at most " +
-                         std::to_string(fwd90::kMaxD));
-    return Support::yes();
+    const std::string why = fwd90::problem_check(p);
+    return why.empty() ? Support::yes() : Support::no(why);
   }
   Support supports(const Problem& p, const Knobs& k, const gpu::DeviceInfo& d) const override {
     if (d.sm_major != 9) return Support::no("ffpa-fwd-sm90 needs sm_90 (wgmma)");

@@ -44,6 +44,16 @@ int padded(int D) {
 
 constexpr Knob<Config> kKnobs[] = {{"Bc", &Config::Bc}, {"stages", &Config::stages}};
 
+std::string problem_check(const Problem& pr) {
+  const int64_t D = pr.shape.D;
+  if (D > kMaxD)
+    return "D=" + std::to_string(D) + ": ffpa-fwd-sm90 keeps O in registers, D must be at most " +
+           std::to_string(kMaxD);
+  if (D > 384 && (pr.mask != MaskKind::none || pr.dropout > 0))
+    return "ffpa-fwd-sm90 does not handle bias or dropout at D > 384 (no registers left beside O)";
+  return {};
+}
+
 const std::vector<std::string>& knob_names() {
   static const std::vector<std::string> names = ffpa_family::knob_names(kKnobs);
   return names;
@@ -100,6 +110,7 @@ nvrtc::Compiled compile(const Config& c, const fwd::Features& f) {
 
 nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
   if (dev.sm_major != 9) throw Unsupported("ffpa-fwd-sm90 needs sm_90 (wgmma)");
+  if (auto why = problem_check(pr); !why.empty()) throw Unsupported(why);
   const int D = static_cast<int>(pr.shape.D);
   if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
   nvrtc::Compiled comp = compile(c, fwd::Features::of(pr));
