@@ -124,13 +124,19 @@ __device__ __forceinline__ u32 dropout_keep_bits(unsigned long long seed, unsign
 #pragma unroll
   for (int ns = 0; ns < NS; ++ns) {
     const unsigned long long c = (g + ns * 8) >> 2;
-    const FfpaPhilox4 lo = ffpa_philox_block(seed, c);
-    FfpaPhilox4 hi = lo;
-    if (o) hi = ffpa_philox_block(seed, c + 1);  // the 4 keys straddle two blocks
+    FfpaPhilox4 blk = ffpa_philox_block(seed, c);
+    u32 w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = ffpa_lane(blk, (o + i) & 3);
+    if (o) {  // the 4 keys straddle two blocks: the last o words come from the next one
+      blk = ffpa_philox_block(seed, c + 1);
+#pragma unroll
+      for (int i = 1; i < 4; ++i)
+        if (o + i >= 4) w[i] = ffpa_lane(blk, o + i - 4);
+    }
     float u[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      u[i] = ffpa_uniform(o + i < 4 ? ffpa_lane(lo, o + i) : ffpa_lane(hi, o + i - 4));
+    for (int i = 0; i < 4; ++i) u[i] = ffpa_uniform(w[i]);
     const float r0 = __shfl_xor_sync(0xffffffffu, odd ? u[0] : u[2], 1);
     const float r1 = __shfl_xor_sync(0xffffffffu, odd ? u[1] : u[3], 1);
     const float x[4] = {odd ? r0 : u[0], odd ? r1 : u[1], odd ? u[2] : r0, odd ? u[3] : r1};
