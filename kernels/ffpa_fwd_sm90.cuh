@@ -145,13 +145,23 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// Keeps the compiler from moving reads of accumulators above the wgmma.wait_group that
-// completes them (the asm redefines every register after the wait).
+// Pins accumulators between asm statements: after a wgmma.wait_group, reads cannot move above it;
+// before a wgmma.fence, plain writes (the O rescale) cannot sink below it, where they would modify
+// registers of the wgmma pipeline without a fence.
 __device__ __forceinline__ void fence_acc(float (&d)[8][4]) {
 #pragma unroll
   for (int i = 0; i < 8; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+// The P fragments likewise: written before the wgmma.fence that precedes the wgmmas reading them.
+template <int N>
+__device__ __forceinline__ void fence_regs(u32 (&a)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
 }
 
 // x, opaque to the optimizer: addresses derived from it are recomputed where used instead of
@@ -384,7 +394,9 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
       for (int n = 0; n < 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[c][n][e] *= al[e >> 1];
+      fence_acc(o[c]);
     }
+    fence_regs(pa);
 #pragma unroll
     for (int c = 0; c < NP; ++c, ++gi) {
       slot_sync();
