@@ -144,7 +144,7 @@ TEST_CASE("sm90 refuses bias and dropout above D=384", "[nvrtc]") {
 TEST_CASE("sm90 configurations of the GPU test compile clean", "[nvrtc]") {
   test::FreshCache cache;
   fwd::Features f;
-  for (int D : {64, 136, 256, 504}) {
+  for (int D : {64, 128, 136, 256, 504}) {
     f.D = D;
     compile_clean(fwd90::default_config(compile_problem(D)), f);
   }
