@@ -64,6 +64,8 @@ TEST_CASE("sm90 configuration checks", "[nvrtc]") {
   c.Bc = 128;  // O 128 + S 64 + P 32 registers
   c.stages = 3;
   CHECK_THAT(fwd90::check(c, 512, smem), Catch::Contains("registers"));
+  CHECK_THAT(fwd90::check(c, 320, smem), Catch::Contains("registers"));  // ptxas spills there
+  CHECK(fwd90::check(c, 128, smem).empty());
   // Every default fits the H200 at every D it accepts.
   for (int D = 8; D <= 512; D += 8)
     CHECK(fwd90::check(fwd90::default_config(compile_problem(D)), D, smem).empty());
