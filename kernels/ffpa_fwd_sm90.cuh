@@ -4,6 +4,7 @@
 //   FFPA_D        head dim (multiple of 8, at most 512)
 //   FFPA_BC       keys per tile (64 or 128)
 //   FFPA_STAGES   slots of the K/V ring (>= 3; STAGES - 2 are loaded ahead)
+//   FFPA_PPS      64-column panels of each half per slot (divides DP / 128)
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DROPOUT as in ffpa_fwd.cuh (no split-KV here)
 //
 // Layout of the work: a block is 64 rows of the packed (group * Nq) query rows of one kv head and
@@ -18,9 +19,9 @@
 //    A-register layouts coincide on each 16-column slice).
 //  - PV: O[:, half w] += P V[:, half w], wgmma m64n64k16 per 64-column panel (A = P from
 //    registers, B = V from shared memory, MN-major, 128-byte swizzle).
-// K and V stream through a ring of STAGES slots; a slot holds one 64-column panel of each half
-// ([BC keys x 64] each), so a key tile is DP/128 K slots then DP/128 V slots. All 256 threads load
-// with cp.async; one block barrier per slot.
+// K and V stream through a ring of STAGES slots; a slot holds PPS 64-column panels of each half
+// ([BC keys x 64] each), so a key tile is DP/128/PPS K slots then as many V slots. All 256 threads
+// load with cp.async; one block barrier per slot.
 //
 // Shared panels use tile_off (ffpa_common.cuh): 128-byte rows, 16-byte granule XOR (row & 7). With
 // every panel 1024-byte aligned this is the wgmma 128-byte swizzle (address bits 4..6 XOR bits
@@ -42,12 +43,14 @@ constexpr int NT = 256;
 constexpr int DP = (D + 127) / 128 * 128;  // zero-filled past D
 constexpr int DH = DP / 2;                 // columns of a warpgroup
 constexpr int NP = DH / 64;                // 64-column panels of a warpgroup
+constexpr int PPS = FFPA_PPS;              // of them per slot
+constexpr int NPS = NP / PPS;              // slots per half tile (K or V)
 constexpr int NB = BC / 64;                // n64 pieces of S
 constexpr int KS = BC / 16;                // k16 steps of PV
 constexpr int LA = STAGES - 2;             // slots loaded ahead
 constexpr int Q_PANEL = BR * 128;
 constexpr int PANEL = BC * 128;
-constexpr int SLOT_BYTES = 2 * PANEL;
+constexpr int SLOT_BYTES = 2 * PPS * PANEL;  // panel (h, pp) at (h * PPS + pp) * PANEL
 constexpr int Q_BYTES = BR * DP * 2;
 constexpr int X_BYTES = 2 * BR * BC * 4;  // the two S partials
 constexpr int SMEM_BYTES = 1024 + Q_BYTES + STAGES * SLOT_BYTES + X_BYTES + BR * 8;
@@ -57,7 +60,8 @@ constexpr float LN2 = 0.6931471805599453f;
 static_assert(D % 8 == 0 && D <= 512, "D: a multiple of 8, at most 512 (O lives in registers)");
 static_assert(BC == 64 || BC == 128, "BC is 64 or 128");
 static_assert(STAGES >= 3, "the ring needs a slot in use, one draining and one loading");
-static_assert((2 * BC * 8) % NT == 0, "whole 16-byte granules per thread");
+static_assert(NP % PPS == 0, "a slot holds a whole share of the half's panels");
+static_assert((2 * PPS * BC * 8) % NT == 0, "whole 16-byte granules per thread");
 
 // Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): start address, leading
 // and stride byte offsets (all >> 4), 128-byte swizzle (mode 1 in bits 62..63), base offset 0
@@ -236,25 +240,26 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
     }
   }
 
-  // Slot gi of the stream: tile gi / (2 NP); K panels c = 0..NP-1, then V panels. Half h of the
-  // slot holds columns h * DH + c * 64 .. + 63.
-  const int total = ntile * 2 * NP;
+  // Slot gi of the stream: tile gi / (2 NPS); K slots cs = 0..NPS-1, then V slots. Panel
+  // (h, pp) of slot cs holds columns h * DH + (cs * PPS + pp) * 64 .. + 63.
+  const int total = ntile * 2 * NPS;
   auto load_slot = [&](int gi) {
     if (gi < total) {
-      const int j = gi / (2 * NP), rem = gi % (2 * NP);
-      const bool isv = rem >= NP;
-      const int c = isv ? rem - NP : rem;
+      const int j = gi / (2 * NPS), rem = gi % (2 * NPS);
+      const bool isv = rem >= NPS;
+      const int cs = isv ? rem - NPS : rem;
       const u16* base = isv ? vbase : kbase;
       const long long rs = isv ? p.v_row_stride : p.k_row_stride;
       const u32 dst = sSlot + (gi % STAGES) * SLOT_BYTES;
 #pragma unroll
-      for (int it = 0; it < 2 * BC * 8 / NT; ++it) {
+      for (int it = 0; it < 2 * PPS * BC * 8 / NT; ++it) {
         const int idx = tid + it * NT;
-        const int h = idx / (BC * 8), g = idx % (BC * 8);
+        const int h = idx / (PPS * BC * 8), pp = idx / (BC * 8) % PPS, g = idx % (BC * 8);
         const int row = g >> 3, col = (g & 7) * 8;
-        const int key = j * BC + row, d = h * DH + c * 64 + col;
+        const int key = j * BC + row, d = h * DH + (cs * PPS + pp) * 64 + col;
         const bool ok = key < p.Nkv && d < D;
-        cp_async16(dst + h * PANEL + tile_off(row, col, BC), ok ? base + key * rs + d : base, ok);
+        cp_async16(dst + (h * PPS + pp) * PANEL + tile_off(row, col, BC),
+                   ok ? base + key * rs + d : base, ok);
       }
     }
     cp_async_commit();
@@ -277,23 +282,25 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
     // S_w = Q[:, half w] K[:, half w]^T over the NP panels of the half.
     float s[NB][8][4];
 #pragma unroll
-    for (int c = 0; c < NP; ++c, ++gi) {
+    for (int cs = 0; cs < NPS; ++cs, ++gi) {
       slot_sync();
       load_slot(gi + LA);
-      const u32 sk = sSlot + (gi % STAGES) * SLOT_BYTES + wg * PANEL;
-      const u32 sq = opaque(qhalf + c * Q_PANEL);
+      const u32 sk = sSlot + (gi % STAGES) * SLOT_BYTES + wg * PPS * PANEL;
+      const u32 sq = opaque(qhalf + cs * PPS * Q_PANEL);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
+      for (int pp = 0; pp < PPS; ++pp)
 #pragma unroll
-        for (int nb = 0; nb < NB; ++nb) {
-          const u64 da = desc_k(sq + kk * 32);
-          const u64 db = desc_k(sk + nb * 64 * 128 + kk * 32);
-          if (c == 0 && kk == 0)
-            wgmma_ss_first(s[nb], da, db);
-          else
-            wgmma_ss(s[nb], da, db);
-        }
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+          for (int nb = 0; nb < NB; ++nb) {
+            const u64 da = desc_k(sq + pp * Q_PANEL + kk * 32);
+            const u64 db = desc_k(sk + pp * PANEL + nb * 64 * 128 + kk * 32);
+            if (cs == 0 && pp == 0 && kk == 0)
+              wgmma_ss_first(s[nb], da, db);
+            else
+              wgmma_ss(s[nb], da, db);
+          }
       wgmma_commit();
     }
     wgmma_wait<0>();
@@ -398,13 +405,16 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
     }
     fence_regs(pa);
 #pragma unroll
-    for (int c = 0; c < NP; ++c, ++gi) {
+    for (int cs = 0; cs < NPS; ++cs, ++gi) {
       slot_sync();
       load_slot(gi + LA);
-      const u32 sv = sSlot + (gi % STAGES) * SLOT_BYTES + wg * PANEL;
+      const u32 sv = sSlot + (gi % STAGES) * SLOT_BYTES + wg * PPS * PANEL;
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < KS; ++ks) wgmma_rs(o[c], pa[ks], desc_mn(sv + ks * 16 * 128));
+      for (int pp = 0; pp < PPS; ++pp)
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks)
+          wgmma_rs(o[cs * PPS + pp], pa[ks], desc_mn(sv + pp * PANEL + ks * 16 * 128));
       wgmma_commit();
     }
     // Retire PV inside the iteration: a group left in flight across the back edge (or into the

@@ -204,7 +204,7 @@ TEST_CASE("sm90: bias and dropout at D <= 384", "[gpu]") {
   expect_close(p);
 }
 
-TEST_CASE("sm90: ring depths and key tiles", "[gpu]") {
+TEST_CASE("sm90: ring depths, key tiles and slot widths", "[gpu]") {
   if (!hopper()) return;
   // The configurations test_sm90_compile proves spill-free.
   const Problem p = make(1, 2, 2, 190, 250, 512);
@@ -213,6 +213,8 @@ TEST_CASE("sm90: ring depths and key tiles", "[gpu]") {
   for (int st : {3, 5}) expect_close(p320, fwd90::Config{64, st});
   const Problem small = make(1, 2, 2, 190, 250, 128);  // Bc=128 fits the registers below D=256
   for (int st : {3, 4}) expect_close(small, fwd90::Config{128, st});
+  expect_close(p, fwd90::Config{64, 4, 2});     // slots of 2 panels a half
+  expect_close(p320, fwd90::Config{64, 3, 3});  // of 3 panels (the whole half)
 }
 
 TEST_CASE("sm90: the variant through AttnTensors passes the runner's FA3-rule check", "[gpu]") {
@@ -286,8 +288,12 @@ TEST_CASE("sm90 forward timings", "[.][bench]") {
   for (int D : {512, 320}) {
     const Problem self = make(1, 32, 32, N, N, D);
     bench("self", self, fwd90::default_config(self));
-    if (D != 512) continue;
+    if (D != 512) {
+      bench("panels", self, fwd90::Config{64, 3, 3});
+      continue;
+    }
     for (int st : {4, 8}) bench("stages", self, fwd90::Config{64, st});
+    bench("panels", self, fwd90::Config{64, 4, 2});
     Problem causal = self;
     causal.causal = Causal::bottom_right;
     bench("causal", causal, fwd90::default_config(causal));

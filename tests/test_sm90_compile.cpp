@@ -61,6 +61,14 @@ TEST_CASE("sm90 configuration checks", "[nvrtc]") {
   CHECK_THAT(fwd90::check(c, 512, smem), Catch::Contains("shared memory"));
   c.stages = 8;
   CHECK(fwd90::check(c, 512, smem).empty());
+  c.stages = 4;
+  c.panels = 3;  // 4 panels a half at D=512
+  CHECK_THAT(fwd90::check(c, 512, smem), Catch::Contains("must divide 4"));
+  c.panels = 2;
+  CHECK(fwd90::check(c, 512, smem).empty());
+  c.stages = 5;  // 5 x 32 KB slots
+  CHECK_THAT(fwd90::check(c, 512, smem), Catch::Contains("shared memory"));
+  c = {};
   c.Bc = 128;  // O 128 + S 64 + P 32 registers
   c.stages = 3;
   CHECK_THAT(fwd90::check(c, 512, smem), Catch::Contains("registers"));
@@ -157,4 +165,9 @@ TEST_CASE("sm90 configurations of the GPU test compile clean", "[nvrtc]") {
   for (int st : {3, 5}) compile_clean(fwd90::Config{64, st}, f);
   f.D = 128;
   for (int st : {3, 4}) compile_clean(fwd90::Config{128, st}, f);
+  // Wider slots: 2 panels of each half (32 KB) at D=512, 3 (48 KB) at D=320.
+  f.D = 512;
+  compile_clean(fwd90::Config{64, 4, 2}, f);
+  f.D = 320;
+  compile_clean(fwd90::Config{64, 3, 3}, f);
 }

@@ -91,17 +91,19 @@ def desc_mn(addr):
 
 
 class Cfg:
-    def __init__(self, D, BC, STAGES):
-        self.D, self.BC, self.STAGES = D, BC, STAGES
+    def __init__(self, D, BC, STAGES, PPS=1):
+        self.D, self.BC, self.STAGES, self.PPS = D, BC, STAGES, PPS
         self.DP = (D + 127) // 128 * 128
         self.DH = self.DP // 2
         self.NP = self.DH // 64
+        assert self.NP % PPS == 0
+        self.NPS = self.NP // PPS
         self.NB = BC // 64
         self.KS = BC // 16
         self.LA = STAGES - 2
         self.Q_PANEL = BR * 128
         self.PANEL = BC * 128
-        self.SLOT_BYTES = 2 * self.PANEL
+        self.SLOT_BYTES = 2 * PPS * self.PANEL
         self.Q_BYTES = BR * self.DP * 2
         self.X_BYTES = 2 * BR * BC * 4
 
@@ -120,20 +122,21 @@ def load_q(cfg, smem, sQ, q):
 
 
 def load_slot(cfg, smem, sSlot, gi, k, v, nkv):
-    """One slot of the stream for tile gi // (2 NP); k, v: [Nkv, D]."""
-    NP, BC = cfg.NP, cfg.BC
-    j, rem = gi // (2 * NP), gi % (2 * NP)
-    isv = rem >= NP
-    c = rem - NP if isv else rem
+    """One slot of the stream for tile gi // (2 NPS); k, v: [Nkv, D]."""
+    NPS, PPS, BC = cfg.NPS, cfg.PPS, cfg.BC
+    j, rem = gi // (2 * NPS), gi % (2 * NPS)
+    isv = rem >= NPS
+    cs = rem - NPS if isv else rem
     base = v if isv else k
     dst = sSlot + (gi % cfg.STAGES) * cfg.SLOT_BYTES
-    for idx in range(2 * BC * 8):  # all 256 threads x iterations
-        h, g = idx // (BC * 8), idx % (BC * 8)
+    for idx in range(2 * PPS * BC * 8):  # all 256 threads x iterations
+        h, pp, g = idx // (PPS * BC * 8), idx // (BC * 8) % PPS, idx % (BC * 8)
         row, col = g >> 3, (g & 7) * 8
         key = j * BC + row
-        d = (0 if mut("slot_no_half") else h * cfg.DH) + c * 64 + col
+        d = (0 if mut("slot_no_half") else h * cfg.DH) + (cs * PPS + pp) * 64 + col
         ok = key < nkv and d < cfg.D
-        a = dst + h * cfg.PANEL + tile_off(row, col, BC)
+        panel = pp * 2 + h if mut("slot_panel_order") else h * PPS + pp
+        a = dst + panel * cfg.PANEL + tile_off(row, col, BC)
         smem[a // 2 : a // 2 + 8] = base[key][d : d + 8] if ok else [0] * 8
 
 
@@ -237,18 +240,19 @@ def run(cfg, rng, nkv, raw_base=0x410, j=0, swapped_mn=False):
 
     # S_w per warpgroup from the QK slots of tile j.
     s = [[[0] * 32 * cfg.NB for _ in range(128)] for _ in range(2)]  # s[w][t][nb * 32 + r]
-    for c in range(cfg.NP):
-        gi = j * 2 * cfg.NP + c
+    for cs in range(cfg.NPS):
+        gi = j * 2 * cfg.NPS + cs
         load_slot(cfg, smem, sSlot, gi, k, v, nkv)
         for wg in range(2):
             qhalf = sQ + wg * cfg.NP * cfg.Q_PANEL
-            sk = sSlot + (gi % cfg.STAGES) * cfg.SLOT_BYTES + wg * cfg.PANEL
-            sq = qhalf + c * cfg.Q_PANEL
-            for kk in range(4):
+            sk = sSlot + (gi % cfg.STAGES) * cfg.SLOT_BYTES + wg * cfg.PPS * cfg.PANEL
+            sq = qhalf + cs * cfg.PPS * cfg.Q_PANEL
+            for pp, kk in [(pp, kk) for pp in range(cfg.PPS) for kk in range(4)]:
                 step = 16 if mut("kk_16") else 32
                 for nb in range(cfg.NB):
-                    A = hw_k_major(smem, desc_k(sq + kk * step), 64)
-                    Bt = hw_k_major(smem, desc_k(sk + nb * 64 * 128 + kk * step), 64)
+                    A = hw_k_major(smem, desc_k(sq + pp * cfg.Q_PANEL + kk * step), 64)
+                    Bt = hw_k_major(smem, desc_k(sk + pp * cfg.PANEL + nb * 64 * 128 + kk * step),
+                                    64)
                     acc = [s[wg][t][nb * 32 : nb * 32 + 32] for t in range(128)]
                     wgmma(acc, A, transpose(Bt))
                     for t in range(128):
@@ -310,15 +314,17 @@ def run(cfg, rng, nkv, raw_base=0x410, j=0, swapped_mn=False):
                         pr = [pfun(full[wg][t][nb * 32 + n * 4 + h * 2 + e]) for e in range(2)]
                         i = h * 2 + (n & 1) if mut("pa_swap") else (n & 1) * 2 + h
                         pa[t][nb * 4 + n // 2][i] = pr
-        for c in range(cfg.NP):
-            gi = j * 2 * cfg.NP + cfg.NP + c
+        for cs in range(cfg.NPS):
+            gi = j * 2 * cfg.NPS + cfg.NPS + cs
             load_slot(cfg, smem, sSlot, gi, k, v, nkv)
-            sv = sSlot + (gi % cfg.STAGES) * cfg.SLOT_BYTES + wg * cfg.PANEL
-            for ks in range(cfg.KS):
-                A = a_from_regs([pa[t][ks] for t in range(128)])
-                vstep = 8 * 128 if mut("v_step_8rows") else 16 * 128
-                B = hw_mn(smem, desc_mn(sv + ks * vstep), 64, swapped=swapped_mn)
-                wgmma(o[wg][c], A, B)
+            sv = sSlot + (gi % cfg.STAGES) * cfg.SLOT_BYTES + wg * cfg.PPS * cfg.PANEL
+            for pp in range(cfg.PPS):
+                for ks in range(cfg.KS):
+                    A = a_from_regs([pa[t][ks] for t in range(128)])
+                    vstep = 8 * 128 if mut("v_step_8rows") else 16 * 128
+                    B = hw_mn(smem, desc_mn(sv + pp * cfg.PANEL + ks * vstep), 64,
+                              swapped=swapped_mn)
+                    wgmma(o[wg][cs * cfg.PPS + pp], A, B)
 
     O_ref = matmul(P_ref, [r[: cfg.DP] for r in v[j * BC : j * BC + BC]])
     seen = [[False] * cfg.D for _ in range(BR)]
@@ -350,7 +356,7 @@ def ring_schedule(cfg, ntile):
     S, LA = cfg.STAGES, cfg.LA
     if mut("lookahead_too_far"):
         LA = S - 1
-    total = ntile * 2 * cfg.NP
+    total = ntile * 2 * cfg.NPS
     committed = []  # stage loaded by each cp.async group (None: empty group)
     slot_of = {}  # slot -> stage it holds
     bad = []
@@ -373,8 +379,8 @@ def ring_schedule(cfg, ntile):
         committed.append(nxt if nxt < total else None)
         if nxt < total:
             slot_of[slot] = nxt
-        rem = gi % (2 * cfg.NP)
-        if rem == cfg.NP - 1 or rem == 2 * cfg.NP - 1:
+        rem = gi % (2 * cfg.NPS)
+        if rem == cfg.NPS - 1 or rem == 2 * cfg.NPS - 1:
             wg_done = gi  # wait<0> after QK and after PV
     return bad
 
@@ -382,18 +388,19 @@ def ring_schedule(cfg, ntile):
 MUTATIONS = [
     "no_xor", "swizzle_64b", "lbo_sbo_fields_swapped", "sbo_512", "no_align", "slot_no_half",
     "kk_16", "exchange_self", "softmax_key_n4", "pa_swap", "v_step_8rows", "epi_no_half",
-    "lookahead_too_far",
+    "lookahead_too_far", "slot_panel_order",
 ]
 
 
 def check_all(quick=False):
     rng = random.Random(1)
     fails = []
-    cases = [(64, 64, 3, 50, 0), (320, 64, 8, 130, 1), (512, 64, 6, 64, 0), (136, 128, 3, 200, 1)]
+    cases = [(64, 64, 3, 1, 50, 0), (320, 64, 8, 1, 130, 1), (512, 64, 6, 1, 64, 0),
+             (136, 128, 3, 1, 200, 1), (512, 64, 4, 2, 100, 1), (320, 64, 3, 3, 70, 0)]
     if quick:
-        cases = [(320, 64, 8, 130, 1), (136, 128, 3, 200, 1)]
-    for D, BC, ST, nkv, j in cases:
-        cfg = Cfg(D, BC, ST)
+        cases = [(320, 64, 8, 1, 130, 1), (136, 128, 3, 1, 200, 1), (512, 64, 4, 2, 100, 1)]
+    for D, BC, ST, PPS, nkv, j in cases:
+        cfg = Cfg(D, BC, ST, PPS)
         for swapped in (False, True):
             e = run(cfg, rng, nkv, j=j, swapped_mn=swapped)
             if e:
@@ -410,7 +417,8 @@ def main():
     if fails:
         print("FAILED:", fails)
         return 1
-    print("exact: S = QK^T, O = PV, exchange, fragments, ring schedule (D 64/136/320/512, Bc 64/128)")
+    print("exact: S = QK^T, O = PV, exchange, fragments, ring schedule "
+          "(D 64/136/320/512, Bc 64/128, panels 1/2/3)")
     ok = True
     for m in MUTATIONS:
         MUT.clear()

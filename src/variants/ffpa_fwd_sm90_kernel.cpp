@@ -44,7 +44,8 @@ int padded(int D) {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {{"Bc", &Config::Bc}, {"stages", &Config::stages}};
+constexpr Knob<Config> kKnobs[] = {
+    {"Bc", &Config::Bc}, {"stages", &Config::stages}, {"panels", &Config::panels}};
 
 std::string problem_check(const Problem& pr) {
   const int64_t D = pr.shape.D;
@@ -77,7 +78,8 @@ Config default_config(const Problem& pr) {
 
 int smem_bytes(const Config& c, int D) {
   // alignment slack, Q, the ring, the two S partials, the row table
-  return 1024 + 64 * padded(D) * 2 + c.stages * 2 * c.Bc * 128 + 2 * 64 * c.Bc * 4 + 64 * 8;
+  return 1024 + 64 * padded(D) * 2 + c.stages * 2 * c.panels * c.Bc * 128 + 2 * 64 * c.Bc * 4 +
+         64 * 8;
 }
 
 int accumulator_registers(const Config& c, int D) {
@@ -88,6 +90,9 @@ std::string check(const Config& c, int D, int smem_limit) {
   auto s = [](int v) { return std::to_string(v); };
   if (c.Bc != 64 && c.Bc != 128) return "Bc must be 64 or 128";
   if (c.stages < 3) return "stages must be at least 3 (one slot in use, one draining, one loading)";
+  if (c.panels < 1 || (padded(D) / 128) % c.panels)
+    return "panels=" + s(c.panels) + " must divide " + s(padded(D) / 128) +
+           " (the 64-column panels of a warpgroup's half of D)";
   if (D % 8 || D > kMaxD)
     return "D=" + s(D) +
            ": ffpa-fwd-sm90 keeps O in registers, D must be a multiple of 8, at most " + s(kMaxD);
@@ -97,13 +102,9 @@ std::string check(const Config& c, int D, int smem_limit) {
 
 std::vector<std::string> nvrtc_options(const Config& c, const fwd::Features& f) {
   const auto d = define;
-  return {d("FFPA_D", f.D),
-          d("FFPA_BC", c.Bc),
-          d("FFPA_STAGES", c.stages),
-          d("FFPA_BF16", f.bf16),
-          d("FFPA_CAUSAL", f.causal),
-          d("FFPA_BIAS", f.bias),
-          d("FFPA_DROPOUT", f.dropout)};
+  return {d("FFPA_D", f.D),        d("FFPA_BC", c.Bc),          d("FFPA_STAGES", c.stages),
+          d("FFPA_PPS", c.panels), d("FFPA_BF16", f.bf16),      d("FFPA_CAUSAL", f.causal),
+          d("FFPA_BIAS", f.bias),  d("FFPA_DROPOUT", f.dropout)};
 }
 
 nvrtc::Compiled compile(const Config& c, const fwd::Features& f) {

@@ -21,6 +21,7 @@ namespace ffpa::fwd90 {
 struct Config {
   int Bc = 64;     // keys per tile: 64 or 128
   int stages = 6;  // slots of the K/V ring, STAGES - 2 loaded ahead
+  int panels = 1;  // 64-column panels of each half per slot (divides D padded to 128, / 128)
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
