@@ -5,6 +5,8 @@
 //   FFPA_BC       keys per tile (64 or 128)
 //   FFPA_STAGES   slots of the K/V ring (>= 3; STAGES - 2 are loaded ahead)
 //   FFPA_PPS      64-column panels of each half per slot (divides DP / 128)
+//   FFPA_PSMEM    0: P stays in registers (PV is wgmma RS); 1: P goes through shared memory
+//                 (PV is wgmma SS, A = P like Q): 16 registers fewer, room for a bias at D = 512
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DROPOUT as in ffpa_fwd.cuh (no split-KV here)
 //
 // Layout of the work: a block is 64 rows of the packed (group * Nq) query rows of one kv head and
@@ -53,7 +55,9 @@ constexpr int PANEL = BC * 128;
 constexpr int SLOT_BYTES = 2 * PPS * PANEL;  // panel (h, pp) at (h * PPS + pp) * PANEL
 constexpr int Q_BYTES = BR * DP * 2;
 constexpr int X_BYTES = 2 * BR * BC * 4;  // the two S partials
-constexpr int SMEM_BYTES = 1024 + Q_BYTES + STAGES * SLOT_BYTES + X_BYTES + BR * 8;
+constexpr bool PSMEM = FFPA_PSMEM;
+constexpr int P_BYTES = PSMEM ? BR * BC * 2 : 0;  // P, BC/64 panels of BR rows
+constexpr int SMEM_BYTES = 1024 + Q_BYTES + STAGES * SLOT_BYTES + X_BYTES + P_BYTES + BR * 8;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
@@ -128,6 +132,15 @@ __device__ __forceinline__ void wgmma_ss_first(float (&d)[8][4], u64 da, u64 db)
       : FFPA_WG_NEW(d)
       : "l"(da), "l"(db), "n"(0));
 }
+// D += A B, A and B from shared memory, A K-major, B MN-major (imm-trans-b = 1).
+__device__ __forceinline__ void wgmma_ss_tb(float (&d)[8][4], u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC
+      ", %32, %33, p, 1, 1, 0, 1;\n}\n"
+      : FFPA_WG_OUT(d)
+      : "l"(da), "l"(db), "n"(1));
+}
 // D += A B, A from registers (a[0..3]: rows lane/4 and +8, k 2*(lane%4) and +8), B MN-major
 // from shared memory (imm-trans-b = 1).
 __device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const u32 (&a)[4], u64 db) {
@@ -197,7 +210,8 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
   unsigned char* smem = smem_raw + (sQ - raw);
   const u32 sSlot = sQ + Q_BYTES;
   float4* xbuf = reinterpret_cast<float4*>(smem + Q_BYTES + STAGES * SLOT_BYTES);
-  int* srow = reinterpret_cast<int*>(smem + Q_BYTES + STAGES * SLOT_BYTES + X_BYTES);
+  const u32 sP = sSlot + STAGES * SLOT_BYTES + X_BYTES;  // 1024-aligned (X_BYTES is)
+  int* srow = reinterpret_cast<int*>(smem + Q_BYTES + STAGES * SLOT_BYTES + X_BYTES + P_BYTES);
 
   const int tid = threadIdx.x, lane = tid & 31;
   const int wg = tid >> 7, t128 = tid & 127, wq = t128 >> 5;  // warpgroup, warp in it
@@ -384,9 +398,17 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
 #if FFPA_DROPOUT
           dropout2(p.dropout_seed, p.dropout_offset + erow + nb * 64 + n * 8, p.dropout_p, pr);
 #endif
-          // Columns 16 ks .. 16 ks + 15 are k16 step ks of PV: n8 group 2 ks gives A registers
-          // 0 (row) and 1 (row + 8), group 2 ks + 1 registers 2 and 3.
-          pa[nb * 4 + n / 2][(n & 1) * 2 + h] = pack2(pr[0], pr[1]);
+          if (PSMEM) {
+            // Both warpgroups hold the same P: warpgroup w stores the rows of h = w.
+            if (h == wg)
+              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(
+                               sP + tile_off(row, nb * 64 + n * 8 + (lane & 3) * 2, BR)),
+                           "r"(pack2(pr[0], pr[1])));
+          } else {
+            // Columns 16 ks .. 16 ks + 15 are k16 step ks of PV: n8 group 2 ks gives A
+            // registers 0 (row) and 1 (row + 8), group 2 ks + 1 registers 2 and 3.
+            pa[nb * 4 + n / 2][(n & 1) * 2 + h] = pack2(pr[0], pr[1]);
+          }
         }
       l_run[h] = l_run[h] * alpha + sum;
       al[h] = alpha;
@@ -403,7 +425,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
         for (int e = 0; e < 4; ++e) o[c][n][e] *= al[e >> 1];
       fence_acc(o[c]);
     }
-    fence_regs(pa);
+    if (!PSMEM) fence_regs(pa);
 #pragma unroll
     for (int cs = 0; cs < NPS; ++cs, ++gi) {
       slot_sync();
@@ -413,8 +435,13 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
 #pragma unroll
       for (int pp = 0; pp < PPS; ++pp)
 #pragma unroll
-        for (int ks = 0; ks < KS; ++ks)
-          wgmma_rs(o[cs * PPS + pp], pa[ks], desc_mn(sv + pp * PANEL + ks * 16 * 128));
+        for (int ks = 0; ks < KS; ++ks) {
+          const u64 db = desc_mn(sv + pp * PANEL + ks * 16 * 128);
+          if (PSMEM)  // the slot barrier above published P (and its proxy fence covered it)
+            wgmma_ss_tb(o[cs * PPS + pp], desc_k(sP + (ks >> 2) * Q_PANEL + (ks & 3) * 32), db);
+          else
+            wgmma_rs(o[cs * PPS + pp], pa[ks], db);
+        }
       wgmma_commit();
     }
     // Retire PV inside the iteration: a group left in flight across the back edge (or into the

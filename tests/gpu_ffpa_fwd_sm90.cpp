@@ -217,6 +217,27 @@ TEST_CASE("sm90: ring depths, key tiles and slot widths", "[gpu]") {
   expect_close(p320, fwd90::Config{64, 3, 3});  // of 3 panels (the whole half)
 }
 
+// The same cases with P through shared memory (knob psmem): if one path fails on a GPU and the
+// other passes, the failure is in the P fragments (RS) or in the P tile (SS).
+TEST_CASE("sm90: P through shared memory (psmem=1)", "[gpu]") {
+  if (!hopper()) return;
+  auto psmem = [](const Problem& p) {
+    fwd90::Config c = fwd90::default_config(p);
+    c.psmem = 1;
+    return c;
+  };
+  for (Dtype dt : {Dtype::bf16, Dtype::fp16})
+    for (int D : {320, 512}) {
+      const Problem self = make(1, 2, 1, 127, 127, D, dt);
+      expect_close(self, psmem(self));
+      const Problem cross = make(1, 8, 2, 70, 333, D, dt);
+      expect_close(cross, psmem(cross));
+    }
+  Problem c = make(1, 4, 2, 200, 200, 512);
+  c.causal = Causal::bottom_right;
+  expect_close(c, psmem(c));
+}
+
 TEST_CASE("sm90: the variant through AttnTensors passes the runner's FA3-rule check", "[gpu]") {
   if (!hopper()) return;
   auto v = make_ffpa_fwd_sm90();
@@ -294,6 +315,7 @@ TEST_CASE("sm90 forward timings", "[.][bench]") {
     }
     for (int st : {4, 8}) bench("stages", self, fwd90::Config{64, st});
     bench("panels", self, fwd90::Config{64, 4, 2});
+    bench("psmem", self, fwd90::Config{64, 6, 1, 1});
     Problem causal = self;
     causal.causal = Causal::bottom_right;
     bench("causal", causal, fwd90::default_config(causal));

@@ -170,4 +170,13 @@ TEST_CASE("sm90 configurations of the GPU test compile clean", "[nvrtc]") {
   compile_clean(fwd90::Config{64, 4, 2}, f);
   f.D = 320;
   compile_clean(fwd90::Config{64, 3, 3}, f);
+  // P through shared memory (the fallback if the register-A PV path misbehaves).
+  for (int D : {320, 512})
+    for (int causal : {0, 1}) {
+      f.D = D;
+      f.causal = causal;
+      fwd90::Config c = fwd90::default_config(compile_problem(D));
+      c.psmem = 1;
+      compile_clean(c, f);
+    }
 }

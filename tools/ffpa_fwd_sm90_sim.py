@@ -91,8 +91,8 @@ def desc_mn(addr):
 
 
 class Cfg:
-    def __init__(self, D, BC, STAGES, PPS=1):
-        self.D, self.BC, self.STAGES, self.PPS = D, BC, STAGES, PPS
+    def __init__(self, D, BC, STAGES, PPS=1, PSMEM=0):
+        self.D, self.BC, self.STAGES, self.PPS, self.PSMEM = D, BC, STAGES, PPS, PSMEM
         self.DP = (D + 127) // 128 * 128
         self.DH = self.DP // 2
         self.NP = self.DH // 64
@@ -106,6 +106,7 @@ class Cfg:
         self.SLOT_BYTES = 2 * PPS * self.PANEL
         self.Q_BYTES = BR * self.DP * 2
         self.X_BYTES = 2 * BR * BC * 4
+        self.P_BYTES = BR * BC * 2 if PSMEM else 0
 
 
 def aligned_base(raw):
@@ -233,9 +234,11 @@ def run(cfg, rng, nkv, raw_base=0x410, j=0, swapped_mn=False):
     k = rand(nkv + BC, nkv)
     v = rand(nkv + BC, nkv)
     # poison: a read of anything that was not loaded shows up
-    smem = [99999] * ((raw_base + 1024 + cfg.Q_BYTES + cfg.STAGES * cfg.SLOT_BYTES) // 2 + 64)
+    smem = [99999] * ((raw_base + 1024 + cfg.Q_BYTES + cfg.STAGES * cfg.SLOT_BYTES + cfg.X_BYTES +
+                       cfg.P_BYTES) // 2 + 64)
     sQ = aligned_base(raw_base)
     sSlot = sQ + cfg.Q_BYTES
+    sP = sSlot + cfg.STAGES * cfg.SLOT_BYTES + cfg.X_BYTES  # the S partials live in xbuf below
     load_q(cfg, smem, sQ, q)
 
     # S_w per warpgroup from the QK slots of tile j.
@@ -304,23 +307,38 @@ def run(cfg, rng, nkv, raw_base=0x410, j=0, swapped_mn=False):
         return (x % 5) - 2
 
     P_ref = [[pfun(x) for x in r] for r in S_ref]
-    pa = [[[[0, 0] for _ in range(4)] for _ in range(cfg.KS)] for _ in range(128)]
+    pa = [[[[[0, 0] for _ in range(4)] for _ in range(cfg.KS)] for _ in range(128)]
+          for _ in range(2)]
     o = [[[[0] * 32 for _ in range(128)] for _ in range(cfg.NP)] for _ in range(2)]
-    for wg in range(2):
+    for wg in range(2):  # softmax epilogue: P into registers or into the shared P tile
         for t in range(128):
             for h in range(2):
                 for nb in range(cfg.NB):
                     for n in range(8):
                         pr = [pfun(full[wg][t][nb * 32 + n * 4 + h * 2 + e]) for e in range(2)]
-                        i = h * 2 + (n & 1) if mut("pa_swap") else (n & 1) * 2 + h
-                        pa[t][nb * 4 + n // 2][i] = pr
-        for cs in range(cfg.NPS):
-            gi = j * 2 * cfg.NPS + cfg.NPS + cs
-            load_slot(cfg, smem, sSlot, gi, k, v, nkv)
+                        if cfg.PSMEM:
+                            # warpgroup w stores the rows of h = w (both hold the same P)
+                            if h == (0 if mut("psmem_rows_h") else wg):
+                                lane, wq = t % 32, t // 32
+                                row = wq * 16 + (lane >> 2) + h * 8
+                                a = sP + tile_off(row, nb * 64 + n * 8 + (lane & 3) * 2, BR)
+                                smem[a // 2 : a // 2 + 2] = pr
+                        else:
+                            i = h * 2 + (n & 1) if mut("pa_swap") else (n & 1) * 2 + h
+                            pa[wg][t][nb * 4 + n // 2][i] = pr
+    # (the kernel's first PV slot barrier separates the P stores from the PV wgmmas)
+    for cs in range(cfg.NPS):
+        gi = j * 2 * cfg.NPS + cfg.NPS + cs
+        load_slot(cfg, smem, sSlot, gi, k, v, nkv)
+        for wg in range(2):
             sv = sSlot + (gi % cfg.STAGES) * cfg.SLOT_BYTES + wg * cfg.PPS * cfg.PANEL
             for pp in range(cfg.PPS):
                 for ks in range(cfg.KS):
-                    A = a_from_regs([pa[t][ks] for t in range(128)])
+                    if cfg.PSMEM:  # K-major like Q: panel ks // 4, 32 bytes per k16 step
+                        A = hw_k_major(smem, desc_k(sP + (ks >> 2) * cfg.Q_PANEL + (ks & 3) * 32),
+                                       64)
+                    else:
+                        A = a_from_regs([pa[wg][t][ks] for t in range(128)])
                     vstep = 8 * 128 if mut("v_step_8rows") else 16 * 128
                     B = hw_mn(smem, desc_mn(sv + pp * cfg.PANEL + ks * vstep), 64,
                               swapped=swapped_mn)
@@ -388,19 +406,21 @@ def ring_schedule(cfg, ntile):
 MUTATIONS = [
     "no_xor", "swizzle_64b", "lbo_sbo_fields_swapped", "sbo_512", "no_align", "slot_no_half",
     "kk_16", "exchange_self", "softmax_key_n4", "pa_swap", "v_step_8rows", "epi_no_half",
-    "lookahead_too_far", "slot_panel_order",
+    "lookahead_too_far", "slot_panel_order", "psmem_rows_h",
 ]
 
 
 def check_all(quick=False):
     rng = random.Random(1)
     fails = []
-    cases = [(64, 64, 3, 1, 50, 0), (320, 64, 8, 1, 130, 1), (512, 64, 6, 1, 64, 0),
-             (136, 128, 3, 1, 200, 1), (512, 64, 4, 2, 100, 1), (320, 64, 3, 3, 70, 0)]
+    cases = [(64, 64, 3, 1, 0, 50, 0), (320, 64, 8, 1, 0, 130, 1), (512, 64, 6, 1, 0, 64, 0),
+             (136, 128, 3, 1, 0, 200, 1), (512, 64, 4, 2, 0, 100, 1), (320, 64, 3, 3, 0, 70, 0),
+             (320, 64, 8, 1, 1, 130, 1), (136, 128, 3, 1, 1, 200, 0)]
     if quick:
-        cases = [(320, 64, 8, 1, 130, 1), (136, 128, 3, 1, 200, 1), (512, 64, 4, 2, 100, 1)]
-    for D, BC, ST, PPS, nkv, j in cases:
-        cfg = Cfg(D, BC, ST, PPS)
+        cases = [(320, 64, 8, 1, 0, 130, 1), (136, 128, 3, 1, 0, 200, 1),
+                 (512, 64, 4, 2, 0, 100, 1), (136, 128, 3, 1, 1, 200, 0)]
+    for D, BC, ST, PPS, PSMEM, nkv, j in cases:
+        cfg = Cfg(D, BC, ST, PPS, PSMEM)
         for swapped in (False, True):
             e = run(cfg, rng, nkv, j=j, swapped_mn=swapped)
             if e:
@@ -418,7 +438,7 @@ def main():
         print("FAILED:", fails)
         return 1
     print("exact: S = QK^T, O = PV, exchange, fragments, ring schedule "
-          "(D 64/136/320/512, Bc 64/128, panels 1/2/3)")
+          "(D 64/136/320/512, Bc 64/128, panels 1/2/3, P in registers and in shared memory)")
     ok = True
     for m in MUTATIONS:
         MUT.clear()

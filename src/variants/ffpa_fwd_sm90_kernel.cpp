@@ -44,8 +44,10 @@ int padded(int D) {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {
-    {"Bc", &Config::Bc}, {"stages", &Config::stages}, {"panels", &Config::panels}};
+constexpr Knob<Config> kKnobs[] = {{"Bc", &Config::Bc},
+                                   {"stages", &Config::stages},
+                                   {"panels", &Config::panels},
+                                   {"psmem", &Config::psmem}};
 
 std::string problem_check(const Problem& pr) {
   const int64_t D = pr.shape.D;
@@ -79,17 +81,19 @@ Config default_config(const Problem& pr) {
 int smem_bytes(const Config& c, int D) {
   // alignment slack, Q, the ring, the two S partials, the row table
   return 1024 + 64 * padded(D) * 2 + c.stages * 2 * c.panels * c.Bc * 128 + 2 * 64 * c.Bc * 4 +
-         64 * 8;
+         (c.psmem ? 64 * c.Bc * 2 : 0) + 64 * 8;
 }
 
 int accumulator_registers(const Config& c, int D) {
-  return padded(D) / 4 + c.Bc / 2 + c.Bc / 4;  // O (64 x D/2 over 128 threads), S, P
+  // O (64 x D/2 over 128 threads), S, P fragments
+  return padded(D) / 4 + c.Bc / 2 + (c.psmem ? 0 : c.Bc / 4);
 }
 
 std::string check(const Config& c, int D, int smem_limit) {
   auto s = [](int v) { return std::to_string(v); };
   if (c.Bc != 64 && c.Bc != 128) return "Bc must be 64 or 128";
   if (c.stages < 3) return "stages must be at least 3 (one slot in use, one draining, one loading)";
+  if (c.psmem != 0 && c.psmem != 1) return "psmem is 0 or 1";
   if (c.panels < 1 || (padded(D) / 128) % c.panels)
     return "panels=" + s(c.panels) + " must divide " + s(padded(D) / 128) +
            " (the 64-column panels of a warpgroup's half of D)";
@@ -102,9 +106,9 @@ std::string check(const Config& c, int D, int smem_limit) {
 
 std::vector<std::string> nvrtc_options(const Config& c, const fwd::Features& f) {
   const auto d = define;
-  return {d("FFPA_D", f.D),        d("FFPA_BC", c.Bc),          d("FFPA_STAGES", c.stages),
-          d("FFPA_PPS", c.panels), d("FFPA_BF16", f.bf16),      d("FFPA_CAUSAL", f.causal),
-          d("FFPA_BIAS", f.bias),  d("FFPA_DROPOUT", f.dropout)};
+  return {d("FFPA_D", f.D),           d("FFPA_BC", c.Bc),       d("FFPA_STAGES", c.stages),
+          d("FFPA_PPS", c.panels),    d("FFPA_PSMEM", c.psmem), d("FFPA_BF16", f.bf16),
+          d("FFPA_CAUSAL", f.causal), d("FFPA_BIAS", f.bias),   d("FFPA_DROPOUT", f.dropout)};
 }
 
 nvrtc::Compiled compile(const Config& c, const fwd::Features& f) {

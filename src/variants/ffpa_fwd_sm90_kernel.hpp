@@ -22,6 +22,7 @@ struct Config {
   int Bc = 64;     // keys per tile: 64 or 128
   int stages = 6;  // slots of the K/V ring, STAGES - 2 loaded ahead
   int panels = 1;  // 64-column panels of each half per slot (divides D padded to 128, / 128)
+  int psmem = 0;   // 1: P through shared memory (PV reads it like Q), 16 registers fewer
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
