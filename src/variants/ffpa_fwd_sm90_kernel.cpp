@@ -73,8 +73,15 @@ Knobs Config::knobs() const {
 }
 
 Config default_config(const Problem& pr) {
-  Config c;  // Bc=64; 6 slots at D=512 (4 loaded ahead, 16 KB each) fit beside Q
-  if (pr.shape.D <= 384) c.stages = 8;
+  Config c;  // Bc=64
+  if (pr.shape.D <= 384) {
+    c.stages = 8;
+  } else {  // D padded to 512: 4 panels a half
+    // Two panels a slot halve the block barriers per tile: 321 TFLOPS at D=512 on the H200 against
+    // 264 with 6 one-panel slots (--tune fast, results/h200/2026-12-02b/fwd-sm90-tune).
+    c.stages = 4;
+    c.panels = 2;
+  }
   return c;
 }
 
