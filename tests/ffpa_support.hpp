@@ -1,10 +1,14 @@
 // Helpers shared by the ffpa kernel tests (test_kernel_compile, test_bwd_compile, gpu_ffpa_fwd,
-// gpu_ffpa_bwd): problems, 16-bit conversions, device uploads and contiguous kernel parameters.
+// gpu_ffpa_fwd_sm90, gpu_ffpa_bwd): problems, 16-bit conversions, device uploads, contiguous
+// kernel parameters and the forward check against the CPU reference.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/results.hpp"
@@ -64,5 +68,21 @@ void expect_passed(const std::vector<TensorCheck>& checks);
 // Forward parameters of contiguous [B, H, N, D] tensors and a contiguous bias of the problem's
 // shape: strides, sizes, scale, causal, dropout (the seeds of `in`); pointers are left null.
 FfpaFwdParams contiguous_params(const Problem&, const HostAttnInputs& in);
+
+// One forward launch on random inputs into poisoned outputs (bind makes the op from the
+// parameters), checked against the double CPU reference: every O and LSE element written,
+// rel. L2 < 2 eps, max error < 4 eps * max(1, max|ref|), LSE within 2e-3 (eps: 1/256 bf16,
+// 1/2048 fp16: P and O are rounded once each). A failure says where O is off, by column % 64 and
+// query row % 16 (LSE depends on QK only, O on PV too). `config` describes the configuration.
+using BindForward =
+    std::function<std::unique_ptr<Op>(const FfpaFwdParams&, const gpu::DeviceInfo&)>;
+void expect_forward_close(const Problem&, const std::string& config, const BindForward& bind);
+
+// The variant bound through AttnTensors (as the runner binds it) into poisoned outputs passes the
+// runner's FA3-rule check against the GPU fp32 reference, for each problem.
+void expect_forward_variant_passes(Variant&, const std::vector<Problem>&);
+
+// Large-problem bf16 inputs: a random block tiled over the buffer (random, never zeros, cheap).
+gpu::DeviceBuffer big_random(int64_t n, std::mt19937& rng);
 
 }  // namespace ffpa::test

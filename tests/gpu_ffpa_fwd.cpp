@@ -25,82 +25,13 @@ using namespace ffpa::test;
 
 namespace {
 
-struct Outcome {
-  double max_err = 0, max_ref = 0, rel_l2 = 0, lse_err = 0;
-  int64_t unwritten = 0;  // NaN left from the poison, or -inf lse where a key was visible
-};
-
-Outcome run_case(const Problem& pr, fwd::Config cfg) {
-  const auto& s = pr.shape;
-  const Half h{pr.dtype};
-  std::mt19937 rng(static_cast<uint32_t>(pr.seed * 7919 + s.D * 31 + s.Nq));
-  HostAttnInputs in;
-  const DeviceInputs d = upload_inputs(pr, rng, false, in);
-  const int64_t nq = s.B * s.Hq * s.Nq * s.D;
-  const int64_t nlse = s.B * s.Hq * s.Nq;
-  gpu::DeviceBuffer o = poisoned(static_cast<size_t>(nq) * 2);
-  gpu::DeviceBuffer lse = poisoned(static_cast<size_t>(nlse) * 4);
-
-  FfpaFwdParams p = contiguous_params(pr, in);
-  p.q = d.q.get(), p.k = d.k.get(), p.v = d.v.get(), p.o = o.get(), p.lse = lse.as<float>();
-  p.bias = d.bias.get();
-
-  const gpu::DeviceInfo dev = gpu::open_device(0);
-  REQUIRE(fwd::check(cfg, static_cast<int>(s.D), dev.smem_per_block_optin).empty());
-  auto op = fwd::bind(pr, cfg, p, dev);
-  gpu::Stream stream;
-  op->launch(stream.get());
-  gpu::check_launch("ffpa_fwd");
-  stream.sync();
-
-  std::vector<uint16_t> ob(static_cast<size_t>(nq));
-  std::vector<float> lb(static_cast<size_t>(nlse));
-  FFPA_CUDA(cudaMemcpy(ob.data(), o.get(), o.bytes(), cudaMemcpyDeviceToHost));
-  FFPA_CUDA(cudaMemcpy(lb.data(), lse.get(), lse.bytes(), cudaMemcpyDeviceToHost));
-
-  const HostAttnOutputs ref = cpu_attention(pr, in);
-  Outcome r;
-  double d2 = 0, r2 = 0;
-  for (int64_t i = 0; i < nq; ++i) {
-    const double x = h.from(ob[i]);
-    if (std::isnan(x)) {
-      ++r.unwritten;
-      continue;
-    }
-    const double e = std::abs(x - ref.o[i]);
-    r.max_err = std::max(r.max_err, e);
-    r.max_ref = std::max(r.max_ref, std::abs(ref.o[i]));
-    d2 += e * e;
-    r2 += ref.o[i] * ref.o[i];
-  }
-  for (int64_t i = 0; i < nlse; ++i) {
-    const double x = lb[i], y = ref.lse[i];
-    if (std::isnan(x) || (std::isinf(x) != std::isinf(y))) {
-      ++r.unwritten;
-      continue;
-    }
-    if (!std::isinf(y)) r.lse_err = std::max(r.lse_err, std::abs(x - y));
-  }
-  r.rel_l2 = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
-  return r;
-}
-
 void expect_close(const Problem& pr, std::optional<fwd::Config> cfg = std::nullopt) {
   const fwd::Config c = cfg ? *cfg : fwd::default_config(pr);
-  const Outcome r = run_case(pr, c);
-  INFO("D=" << pr.shape.D << " Nq=" << pr.shape.Nq << " Nkv=" << pr.shape.Nkv
-            << " Hq=" << pr.shape.Hq << " Hkv=" << pr.shape.Hkv << " B=" << pr.shape.B
-            << " causal=" << to_string(pr.causal) << " mask=" << to_string(pr.mask) << "/"
-            << to_string(pr.mask_dtype) << " dropout=" << pr.dropout << " " << to_string(pr.dtype)
-            << " cfg=" << to_string(c.knobs()));
-  INFO("max_err=" << r.max_err << " max_ref=" << r.max_ref << " rel_l2=" << r.rel_l2
-                  << " lse_err=" << r.lse_err);
-  CHECK(r.unwritten == 0);
-  // bf16 keeps 8 mantissa bits (fp16 11): P and O are rounded once each.
-  const double eps = pr.dtype == Dtype::bf16 ? 1.0 / 256 : 1.0 / 2048;
-  CHECK(r.rel_l2 < 2 * eps);
-  CHECK(r.max_err < 4 * eps * std::max(1.0, r.max_ref));
-  CHECK(r.lse_err < 2e-3);
+  expect_forward_close(
+      pr, to_string(c.knobs()), [&](const FfpaFwdParams& p, const gpu::DeviceInfo& dev) {
+        REQUIRE(fwd::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).empty());
+        return fwd::bind(pr, c, p, dev);
+      });
 }
 
 }  // namespace
@@ -214,35 +145,10 @@ TEST_CASE("the variant through AttnTensors passes the runner's FA3-rule check", 
   self.mask = MaskKind::key;
   Problem dec = make(1, 16, 4, 1, 3000, 320);
   dec.dropout = 0.1;
-  for (const Problem& p : {self, dec}) {
-    REQUIRE(v->supports(p).ok());
-    AttnTensors t(p, Pass::fwd);
-    FFPA_CUDA(cudaMemset(t.o.get(), 0xff, t.o.bytes()));
-    FFPA_CUDA(cudaMemset(t.lse.get(), 0xff, t.lse.bytes()));
-    auto op = v->bind(p, v->default_knobs(p), t);
-    op->launch(nullptr);
-    FFPA_CUDA(cudaDeviceSynchronize());
-    const Reference ref = compute_reference(t, Pass::fwd);
-    const auto checks = check_outputs(t, ref, Pass::fwd);
-    REQUIRE(checks.size() == 2);
-    expect_passed(checks);
-  }
+  expect_forward_variant_passes(*v, {self, dec});
 }
 
 namespace {
-
-// Large-problem inputs: a random block tiled over the buffer (random, never zeros, cheap to make).
-gpu::DeviceBuffer big_random(int64_t n, std::mt19937& rng) {
-  const int64_t block = 1 << 22;
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<uint16_t> b(static_cast<size_t>(std::min(n, block)));
-  for (auto& x : b) x = to_bf16(nd(rng));
-  gpu::DeviceBuffer d(static_cast<size_t>(n) * 2);
-  for (int64_t i = 0; i < n; i += block)
-    FFPA_CUDA(cudaMemcpy(d.as<uint16_t>() + i, b.data(), std::min(block, n - i) * 2,
-                         cudaMemcpyHostToDevice));
-  return d;
-}
 
 void bench(const char* name, Problem pr, fwd::Config c) {
   const auto& s = pr.shape;

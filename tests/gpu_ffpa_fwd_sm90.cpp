@@ -34,108 +34,13 @@ bool hopper() {
   return yes;
 }
 
-struct Outcome {
-  double max_err = 0, max_ref = 0, rel_l2 = 0, lse_err = 0;
-  int64_t unwritten = 0;  // NaN left from the poison, or -inf lse where a key was visible
-  // Where O is off by more than the max-error tolerance: a first-run diagnosis. LSE depends on QK
-  // only, O on PV too: a bad O with a good LSE points at the V descriptor or the P fragments.
-  int64_t bad = 0, first_bad = -1;
-  int64_t bad_col64[64] = {}, bad_row16[16] = {};  // by column % 64 and query row % 16
-};
-
-// bf16 keeps 8 mantissa bits (fp16 11): P and O are rounded once each.
-double eps_of(const Problem& pr) {
-  return pr.dtype == Dtype::bf16 ? 1.0 / 256 : 1.0 / 2048;
-}
-
-std::string histogram(const int64_t* v, int n) {
-  std::string out;
-  for (int i = 0; i < n; ++i)
-    if (v[i]) out += std::to_string(i) + ":" + std::to_string(v[i]) + " ";
-  return out;
-}
-
-Outcome run_case(const Problem& pr, const fwd90::Config& cfg) {
-  const auto& s = pr.shape;
-  const Half h{pr.dtype};
-  std::mt19937 rng(static_cast<uint32_t>(pr.seed * 7919 + s.D * 31 + s.Nq));
-  HostAttnInputs in;
-  const DeviceInputs d = upload_inputs(pr, rng, false, in);
-  const int64_t nq = s.B * s.Hq * s.Nq * s.D;
-  const int64_t nlse = s.B * s.Hq * s.Nq;
-  gpu::DeviceBuffer o = poisoned(static_cast<size_t>(nq) * 2);
-  gpu::DeviceBuffer lse = poisoned(static_cast<size_t>(nlse) * 4);
-
-  FfpaFwdParams p = contiguous_params(pr, in);
-  p.q = d.q.get(), p.k = d.k.get(), p.v = d.v.get(), p.o = o.get(), p.lse = lse.as<float>();
-  p.bias = d.bias.get();
-
-  const gpu::DeviceInfo dev = gpu::open_device(0);
-  REQUIRE(fwd90::check(cfg, static_cast<int>(s.D), dev.smem_per_block_optin).empty());
-  auto op = fwd90::bind(pr, cfg, p, dev);
-  gpu::Stream stream;
-  op->launch(stream.get());
-  gpu::check_launch("ffpa_fwd_sm90");
-  stream.sync();
-
-  std::vector<uint16_t> ob(static_cast<size_t>(nq));
-  std::vector<float> lb(static_cast<size_t>(nlse));
-  FFPA_CUDA(cudaMemcpy(ob.data(), o.get(), o.bytes(), cudaMemcpyDeviceToHost));
-  FFPA_CUDA(cudaMemcpy(lb.data(), lse.get(), lse.bytes(), cudaMemcpyDeviceToHost));
-
-  const HostAttnOutputs ref = cpu_attention(pr, in);
-  Outcome r;
-  double d2 = 0, r2 = 0;
-  double ref_max = 0;
-  for (int64_t i = 0; i < nq; ++i) ref_max = std::max(ref_max, std::abs(ref.o[i]));
-  const double tol = 4 * eps_of(pr) * std::max(1.0, ref_max);
-  for (int64_t i = 0; i < nq; ++i) {
-    const double x = h.from(ob[i]);
-    if (std::isnan(x)) {
-      ++r.unwritten;
-      continue;
-    }
-    const double e = std::abs(x - ref.o[i]);
-    if (e >= tol) {
-      if (r.bad++ == 0) r.first_bad = i;
-      ++r.bad_col64[i % s.D % 64];
-      ++r.bad_row16[i / s.D % s.Nq % 16];
-    }
-    r.max_err = std::max(r.max_err, e);
-    r.max_ref = std::max(r.max_ref, std::abs(ref.o[i]));
-    d2 += e * e;
-    r2 += ref.o[i] * ref.o[i];
-  }
-  for (int64_t i = 0; i < nlse; ++i) {
-    const double x = lb[i], y = ref.lse[i];
-    if (std::isnan(x) || (std::isinf(x) != std::isinf(y))) {
-      ++r.unwritten;
-      continue;
-    }
-    if (!std::isinf(y)) r.lse_err = std::max(r.lse_err, std::abs(x - y));
-  }
-  r.rel_l2 = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
-  return r;
-}
-
 void expect_close(const Problem& pr, std::optional<fwd90::Config> cfg = std::nullopt) {
   const fwd90::Config c = cfg ? *cfg : fwd90::default_config(pr);
-  INFO("D=" << pr.shape.D << " Nq=" << pr.shape.Nq << " Nkv=" << pr.shape.Nkv
-            << " Hq=" << pr.shape.Hq << " Hkv=" << pr.shape.Hkv << " B=" << pr.shape.B
-            << " causal=" << to_string(pr.causal) << " mask=" << to_string(pr.mask) << "/"
-            << to_string(pr.mask_dtype) << " dropout=" << pr.dropout << " " << to_string(pr.dtype)
-            << " cfg=" << to_string(c.knobs()));
-  const Outcome r = run_case(pr, c);
-  INFO("max_err=" << r.max_err << " max_ref=" << r.max_ref << " rel_l2=" << r.rel_l2
-                  << " lse_err=" << r.lse_err);
-  INFO("O elements off: " << r.bad << " (first at flat index " << r.first_bad
-                          << "); by column % 64: " << histogram(r.bad_col64, 64)
-                          << "; by query row % 16: " << histogram(r.bad_row16, 16));
-  CHECK(r.unwritten == 0);
-  const double eps = eps_of(pr);
-  CHECK(r.rel_l2 < 2 * eps);
-  CHECK(r.max_err < 4 * eps * std::max(1.0, r.max_ref));
-  CHECK(r.lse_err < 2e-3);
+  expect_forward_close(
+      pr, to_string(c.knobs()), [&](const FfpaFwdParams& p, const gpu::DeviceInfo& dev) {
+        REQUIRE(fwd90::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).empty());
+        return fwd90::bind(pr, c, p, dev);
+      });
 }
 
 }  // namespace
@@ -243,35 +148,10 @@ TEST_CASE("sm90: the variant through AttnTensors passes the runner's FA3-rule ch
   self.causal = Causal::bottom_right;
   Problem cross = make(1, 16, 4, 5, 3000, 320);
   cross.mask = MaskKind::key;
-  for (const Problem& p : {self, cross}) {
-    REQUIRE(v->supports(p).ok());
-    AttnTensors t(p, Pass::fwd);
-    FFPA_CUDA(cudaMemset(t.o.get(), 0xff, t.o.bytes()));
-    FFPA_CUDA(cudaMemset(t.lse.get(), 0xff, t.lse.bytes()));
-    auto op = v->bind(p, v->default_knobs(p), t);
-    op->launch(nullptr);
-    FFPA_CUDA(cudaDeviceSynchronize());
-    const Reference ref = compute_reference(t, Pass::fwd);
-    const auto checks = check_outputs(t, ref, Pass::fwd);
-    REQUIRE(checks.size() == 2);
-    expect_passed(checks);
-  }
+  expect_forward_variant_passes(*v, {self, cross});
 }
 
 namespace {
-
-// Large-problem inputs: a random block tiled over the buffer (random, never zeros, cheap to make).
-gpu::DeviceBuffer big_random(int64_t n, std::mt19937& rng) {
-  const int64_t block = 1 << 22;
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<uint16_t> b(static_cast<size_t>(std::min(n, block)));
-  for (auto& x : b) x = to_bf16(nd(rng));
-  gpu::DeviceBuffer d(static_cast<size_t>(n) * 2);
-  for (int64_t i = 0; i < n; i += block)
-    FFPA_CUDA(cudaMemcpy(d.as<uint16_t>() + i, b.data(), std::min(block, n - i) * 2,
-                         cudaMemcpyHostToDevice));
-  return d;
-}
 
 void bench(const char* name, const Problem& pr, const fwd90::Config& c) {
   const auto& s = pr.shape;

@@ -189,10 +189,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   nvrtc::Compiled comp = compile_for(pr, c, dev);
   // 16-byte cp.async / vector loads of q, k, v, o, dO rows; 4-byte stores of dq, dk, dv pairs.
   const FfpaFwdParams& f = params.fwd;
-  if (!aligned(f.q, {f.q_batch_stride, f.q_head_stride, f.q_row_stride}, 8) ||
-      !aligned(f.k, {f.k_batch_stride, f.k_head_stride, f.k_row_stride}, 8) ||
-      !aligned(f.v, {f.v_batch_stride, f.v_head_stride, f.v_row_stride}, 8) ||
-      !aligned(f.o, {f.o_batch_stride, f.o_head_stride, f.o_row_stride}, 8) ||
+  if (!qkvo_aligned(f, 8) ||
       !aligned(params.dout, {params.do_batch_stride, params.do_head_stride, params.do_row_stride},
                8) ||
       !aligned(params.dq, {params.dq_batch_stride, params.dq_head_stride, params.dq_row_stride},

@@ -171,10 +171,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
   const int D = static_cast<int>(pr.shape.D);
   nvrtc::Compiled comp = compile_for(pr, c, dev);
   // 16-byte cp.async of Q/K/V rows, 4-byte O stores (8-byte after a split-KV merge).
-  if (!aligned(params.q, {params.q_batch_stride, params.q_head_stride, params.q_row_stride}, 8) ||
-      !aligned(params.k, {params.k_batch_stride, params.k_head_stride, params.k_row_stride}, 8) ||
-      !aligned(params.v, {params.v_batch_stride, params.v_head_stride, params.v_row_stride}, 8) ||
-      !aligned(params.o, {params.o_batch_stride, params.o_head_stride, params.o_row_stride}, 4))
+  if (!qkvo_aligned(params, 4))
     throw Unsupported("q/k/v need 16-byte aligned rows and strides in multiples of 8 elements");
   FfpaFwdParams p = params;
   p.num_splits = resolve_splits(c, pr, dev.sm_count);

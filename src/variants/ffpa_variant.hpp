@@ -16,6 +16,7 @@
 #include "core/types.hpp"
 #include "gpu/cuda.hpp"
 #include "gpu/nvrtc.hpp"
+#include "params.h"
 #include "variants/op.hpp"
 
 namespace ffpa::ffpa_family {
@@ -80,6 +81,15 @@ inline bool aligned(const void* ptr, std::initializer_list<long long> strides, i
   for (long long st : strides)
     if (st % elems) return false;
   return true;
+}
+
+// Whether q, k, v (16-byte cp.async rows: 8 elements) and o (`o_elems`-element stores) of the
+// forward parameters are aligned.
+inline bool qkvo_aligned(const FfpaFwdParams& p, int o_elems) {
+  return aligned(p.q, {p.q_batch_stride, p.q_head_stride, p.q_row_stride}, 8) &&
+         aligned(p.k, {p.k_batch_stride, p.k_head_stride, p.k_row_stride}, 8) &&
+         aligned(p.v, {p.v_batch_stride, p.v_head_stride, p.v_row_stride}, 8) &&
+         aligned(p.o, {p.o_batch_stride, p.o_head_stride, p.o_row_stride}, o_elems);
 }
 
 // Throws Unsupported when ptxas spilled registers in `kernel`.
