@@ -311,6 +311,9 @@ void require_same(const Results& a, const Results& b) {
     REQUIRE(r.flops == s.flops);
     REQUIRE(r.ffpa.has_value() == s.ffpa.has_value());
     if (r.ffpa) require_same(*r.ffpa, *s.ffpa);
+    REQUIRE(r.ffpa_others.size() == s.ffpa_others.size());
+    for (size_t k = 0; k < r.ffpa_others.size(); ++k)
+      require_same(r.ffpa_others[k], s.ffpa_others[k]);
     REQUIRE(r.baselines.size() == s.baselines.size());
     for (size_t k = 0; k < r.baselines.size(); ++k) require_same(r.baselines[k], s.baselines[k]);
   }
@@ -343,6 +346,10 @@ Results odd_results() {
   m.checks[0].nonfinite = 12345678901;
   m.checks[0].pass = false;
   m.reason = "tab\there, quote \" and ünïcode";
+  Measurement other = m;  // a second variant of the pass, kept beside the chosen one
+  other.impl = "ffpa-fwd-sm80";
+  other.timing.median_ms = 0.5;
+  r.ffpa_others.push_back(other);
   return res;
 }
 
@@ -510,6 +517,27 @@ TEST_CASE("markdown of a run with one shape and of an empty run", "[markdown]") 
   CHECK(md.find("###") == std::string::npos);
 }
 
+TEST_CASE("a pass's other FFPA variants are listed under the chosen one", "[markdown][csv]") {
+  Results res = sample_results();
+  Row& r = res.rows[0];
+  REQUIRE(r.ffpa);
+  Measurement other = *r.ffpa;
+  other.impl = "ffpa-fwd-sm80";
+  other.timing.median_ms = 0.0777;
+  r.ffpa_others.push_back(other);
+  const std::string md = render_markdown(res, BaselineMode::best);
+  const size_t details = md.find("### Details");
+  REQUIRE(details != std::string::npos);
+  const size_t chosen = md.find("| " + r.ffpa->impl + " |", details);
+  const size_t second = md.find("| ffpa-fwd-sm80 | ok | 0.0777 |", details);
+  CHECK(chosen != std::string::npos);
+  CHECK(second != std::string::npos);
+  CHECK(chosen < second);
+  const auto lines = [](const std::string& t) { return std::count(t.begin(), t.end(), '\n'); };
+  CHECK(lines(render_csv(res)) == lines(render_csv(sample_results())) + 1);
+  CHECK(render_csv(res).find(",0.0777,") != std::string::npos);
+}
+
 namespace {
 
 // RFC 4180 reader, to check the writer's quoting independently.
@@ -550,7 +578,8 @@ TEST_CASE("CSV matches the golden and parses back", "[csv]") {
   const auto rows = parse_csv(csv);
   const auto& head = rows.at(0);
   size_t lines = 0;
-  for (const auto& r : res.rows) lines += (r.ffpa ? 1 : 0) + r.baselines.size();
+  for (const auto& r : res.rows)
+    lines += (r.ffpa ? 1 : 0) + r.ffpa_others.size() + r.baselines.size();
   REQUIRE(rows.size() == 1 + lines);
   for (const auto& r : rows) REQUIRE(r.size() == head.size());
   const auto col = [&](const std::string& name) {

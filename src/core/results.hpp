@@ -65,9 +65,10 @@ struct Row {
   MaskDtype mask_dtype = MaskDtype::fp32;
   double dropout = 0;
   double flops = 0;
-  std::optional<Measurement> ffpa;     // best FFPA variant (absent when none is registered)
-  std::vector<Measurement> baselines;  // in the order of --baseline
-  std::string key() const;             // "case/pass/dtype/B.Hq.Hkv.Nq.Nkv.D": stable row id
+  std::optional<Measurement> ffpa;       // best FFPA variant (absent when none is registered)
+  std::vector<Measurement> ffpa_others;  // the pass's other FFPA variants (slower or refused)
+  std::vector<Measurement> baselines;    // in the order of --baseline
+  std::string key() const;               // "case/pass/dtype/B.Hq.Hkv.Nq.Nkv.D": stable row id
 };
 
 struct Environment {

@@ -95,6 +95,7 @@ std::string render_csv(const Results& res) {
         num(r.dropout),       num(r.flops)};
     std::vector<const Measurement*> ms;
     if (r.ffpa) ms.push_back(&*r.ffpa);
+    for (const auto& m : r.ffpa_others) ms.push_back(&m);
     for (const auto& b : r.baselines) ms.push_back(&b);
     if (ms.empty()) {  // keep the row visible even with nothing measured
       std::vector<std::string> f = lead;

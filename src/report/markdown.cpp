@@ -190,6 +190,7 @@ std::string details(const std::vector<Row>& rows, const ShapeSummary& t) {
     if (r.dropout > 0) label += fmt::format(", dropout {}", r.dropout);
     std::vector<const Measurement*> ms;
     if (r.ffpa) ms.push_back(&*r.ffpa);
+    for (const auto& m : r.ffpa_others) ms.push_back(&m);
     for (const auto& b : r.baselines) ms.push_back(&b);
     if (ms.empty()) out += table_row({label, kDash, "no measurement", "", "", "", "", "", "", ""});
     for (const Measurement* m : ms) {

@@ -68,8 +68,9 @@ json to_json(const Measurement& m) {
 }
 
 json to_json(const Row& r) {
-  json baselines = json::array();
+  json baselines = json::array(), others = json::array();
   for (const auto& b : r.baselines) baselines.push_back(to_json(b));
+  for (const auto& m : r.ffpa_others) others.push_back(to_json(m));
   const Shape& s = r.shape;
   return {{"case", r.case_name},
           {"pass", to_string(r.pass)},
@@ -82,6 +83,7 @@ json to_json(const Row& r) {
           {"dropout", num(r.dropout)},
           {"flops", num(r.flops)},
           {"ffpa", r.ffpa ? to_json(*r.ffpa) : json(nullptr)},
+          {"ffpa_others", others},
           {"baselines", baselines}};
 }
 
@@ -252,6 +254,12 @@ Row row_from(const Reader& r) {
   row.flops = r.dbl("flops");
   const json& ffpa = r.at("ffpa");
   if (!ffpa.is_null()) row.ffpa = measurement_from(Reader(ffpa, r.path("ffpa"), r.file()));
+  if (r.has("ffpa_others")) {  // absent in files written before it existed
+    const json& others = r.array("ffpa_others");
+    for (size_t i = 0; i < others.size(); ++i)
+      row.ffpa_others.push_back(measurement_from(
+          Reader(others[i], r.path("ffpa_others/" + std::to_string(i)), r.file())));
+  }
   const json& baselines = r.array("baselines");
   for (size_t i = 0; i < baselines.size(); ++i)
     row.baselines.push_back(

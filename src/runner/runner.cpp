@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <ctime>
 #include <limits>
-#include <optional>
 #include <thread>
 
 #include "core/build_info.hpp"
@@ -126,15 +125,20 @@ class Executor {
       return row;
     }
     // The row shows the fastest passing variant, unless one failed: a wrong kernel must not hide
-    // behind a right one.
-    std::optional<Measurement> failed;
-    for (Variant* v : variants) {
-      if (v->pass() != item.pass) continue;
-      Measurement m = run_variant(*v, item, *tensors, ref.get());
-      if (m.status == Status::failed && !failed) failed = m;
-      if (!row.ffpa || better(m, *row.ffpa)) row.ffpa = std::move(m);
-    }
-    if (failed) row.ffpa = std::move(failed);
+    // behind a right one. The others stay in the row.
+    std::vector<Measurement> ms;
+    for (Variant* v : variants)
+      if (v->pass() == item.pass) ms.push_back(run_variant(*v, item, *tensors, ref.get()));
+    size_t pick = 0;
+    for (size_t i = 1; i < ms.size(); ++i)
+      if (ms[pick].status != Status::failed &&
+          (ms[i].status == Status::failed || better(ms[i], ms[pick])))
+        pick = i;
+    for (size_t i = 0; i < ms.size(); ++i)
+      if (i == pick)
+        row.ffpa = std::move(ms[i]);
+      else
+        row.ffpa_others.push_back(std::move(ms[i]));
     for (Baseline* b : baselines)
       row.baselines.push_back(run_baseline(*b, item, *tensors, ref.get()));
     return row;
@@ -178,11 +182,15 @@ class Executor {
   static void skip_all(Row& row, const std::vector<Variant*>& variants,
                        const std::vector<Baseline*>& baselines, const std::string& reason) {
     for (Variant* v : variants) {
-      if (v->pass() != row.pass || row.ffpa) continue;
-      row.ffpa = Measurement{};
-      row.ffpa->impl = v->name();
-      row.ffpa->kind = "ffpa";
-      row.ffpa->reason = reason;
+      if (v->pass() != row.pass) continue;
+      Measurement m;
+      m.impl = v->name();
+      m.kind = "ffpa";
+      m.reason = reason;
+      if (row.ffpa)
+        row.ffpa_others.push_back(std::move(m));
+      else
+        row.ffpa = std::move(m);
     }
     for (Baseline* b : baselines) {
       Measurement m;
