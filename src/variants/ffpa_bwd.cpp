@@ -16,6 +16,8 @@ struct Bwd {
   static constexpr auto default_config = bwd::default_config;
   static constexpr auto check = bwd::check;
   static constexpr auto compile = bwd::compile_for;
+  static constexpr auto problem_check = ffpa_family::any_problem;
+  static constexpr auto device_check = ffpa_family::needs_sm80;
   static std::unique_ptr<Op> bind(const Problem& p, const Config& c, AttnTensors& t,
                                   const gpu::DeviceInfo& d) {
     return bwd::bind(p, c, t.bwd_params(), d);

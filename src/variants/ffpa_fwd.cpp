@@ -16,6 +16,8 @@ struct Fwd {
   static constexpr auto default_config = fwd::default_config;
   static constexpr auto check = fwd::check;
   static constexpr auto compile = fwd::compile_for;
+  static constexpr auto problem_check = ffpa_family::any_problem;
+  static constexpr auto device_check = ffpa_family::needs_sm80;
   static std::unique_ptr<Op> bind(const Problem& p, const Config& c, AttnTensors& t,
                                   const gpu::DeviceInfo& d) {
     return fwd::bind(p, c, t.fwd_params(), d);

@@ -34,6 +34,8 @@ constexpr int kMaxD = 512;  // O (64 x D/2 fp32 a warpgroup) lives in registers
 // Empty when the kernel handles the problem's D and features: D a multiple of 8 up to 512; bias
 // and dropout only up to D = 384 (above, O leaves them no registers: ptxas spills).
 std::string problem_check(const Problem&);
+// Empty on an sm_90 device (wgmma).
+std::string device_check(const gpu::DeviceInfo&);
 
 const std::vector<std::string>& knob_names();
 Config default_config(const Problem&);

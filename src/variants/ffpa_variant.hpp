@@ -100,6 +100,15 @@ inline void refuse_spills(const nvrtc::Compiled& comp, const char* kernel) {
                       std::to_string(it->second.registers) + " registers)");
 }
 
+// The device check of the mma.sync families; empty when the device can run them.
+inline std::string needs_sm80(const gpu::DeviceInfo& d) {
+  return d.sm_major < 8 ? "needs sm80+ (mma.sync bf16, cp.async)" : "";
+}
+// The problem check of a family that handles every problem the common checks let through.
+inline std::string any_problem(const Problem&) {
+  return {};
+}
+
 // The properties bind() needs, of the current device.
 inline gpu::DeviceInfo current_device() {
   gpu::DeviceInfo d;
@@ -114,7 +123,9 @@ inline gpu::DeviceInfo current_device() {
 
 // A Variant over one family. F (traits) has: name, pass, Config (from_knobs, knobs()),
 // knob_names(), default_config(Problem), check(Config, D, smem_limit),
-// compile(Problem, Config, DeviceInfo), bind(Problem, Config, AttnTensors&, DeviceInfo).
+// compile(Problem, Config, DeviceInfo), bind(Problem, Config, AttnTensors&, DeviceInfo), and the
+// family's narrowing of the support surface: problem_check(Problem), device_check(DeviceInfo)
+// (empty string = fine).
 template <class F>
 class FfpaVariant : public Variant {
  public:
@@ -130,11 +141,12 @@ class FfpaVariant : public Variant {
     if (s.Hkv <= 0 || s.Hq % s.Hkv) return Support::no("Hq must be a multiple of Hkv");
     if (s.group() * s.Nq > 0x7fffffffLL) return Support::no("group * Nq exceeds 2^31");
     if (s.B < 1 || s.Nq < 1 || s.Nkv < 1) return Support::no("empty problem");
-    return Support::yes();
+    const std::string why = F::problem_check(p);
+    return why.empty() ? Support::yes() : Support::no(why);
   }
 
   Support supports(const Problem& p, const Knobs& k, const gpu::DeviceInfo& d) const override {
-    if (d.sm_major < 8) return Support::no("needs sm80+ (mma.sync bf16, cp.async)");
+    if (std::string why = F::device_check(d); !why.empty()) return Support::no(why);
     const std::string why =
         F::check(F::Config::from_knobs(k), static_cast<int>(p.shape.D), d.smem_per_block_optin);
     return why.empty() ? Support::yes() : Support::no(why);
