@@ -147,4 +147,38 @@ __device__ __forceinline__ u32 dropout_keep_bits(unsigned long long seed, unsign
 }
 #endif
 
+// The query rows of a forward block (rows m0 .. m0 + BR - 1 of the group * Nq packed rows of one
+// kv head) and the key tiles they see: all of Nkv, or up to the last key a causal row sees.
+struct BlockSpan {
+  int r_lo;   // the block's smallest query row (0 when it spans two q heads)
+  int diag;   // row r sees keys k <= r + diag (causal)
+  int tiles;  // key tiles of BC keys
+};
+template <int BR, int BC>
+__device__ __forceinline__ BlockSpan block_span(const FfpaFwdParams& p, int m0, int rows_total) {
+  const int i_hi = min(m0 + BR, rows_total) - 1;
+  int r_lo = m0 % p.Nq, r_hi = i_hi % p.Nq;
+  if (m0 / p.Nq != i_hi / p.Nq) r_lo = 0, r_hi = p.Nq - 1;
+  const int diag = FFPA_CAUSAL == 1 ? p.Nkv - p.Nq : 0;
+  int tiles = (p.Nkv + BC - 1) / BC;
+  if (FFPA_CAUSAL) tiles = min(tiles, r_hi + diag < 0 ? 0 : (r_hi + diag) / BC + 1);
+  return {r_lo, diag, tiles};
+}
+
+// Queues granule idx (8 elements) of the block's resident Q tile [BR x DP] in 64-column tiles
+// (zero-filled past the rows and past D). qb: Q of the block's batch.
+template <int BR, int DP, int D>
+__device__ __forceinline__ void load_q_granule(const FfpaFwdParams& p, const u16* qb, u32 sQ,
+                                               int idx, int m0, int rows_total, int kvh) {
+  const int row = idx / (DP / 8), col = (idx % (DP / 8)) * 8;
+  const int i = m0 + row;
+  const bool ok = i < rows_total && col < D;
+  const u16* src = qb;
+  if (ok) {
+    const int hq = kvh * p.group + i / p.Nq, r = i % p.Nq;
+    src = qb + hq * p.q_head_stride + r * p.q_row_stride + col;
+  }
+  cp_async16(sQ + tile_off(row, col, BR), src, ok);
+}
+
 }  // namespace ffpa_dev

@@ -95,12 +95,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
   const int b = blockIdx.z / p.num_splits;
 
   // Rows and key tiles of this block.
-  const int i_hi = min(m0 + BR, rows_total) - 1;
-  int r_lo = m0 % p.Nq, r_hi = i_hi % p.Nq;
-  if (m0 / p.Nq != i_hi / p.Nq) r_lo = 0, r_hi = p.Nq - 1;
-  const int diag = FFPA_CAUSAL == 1 ? p.Nkv - p.Nq : 0;  // row r sees keys k <= r + diag
-  int n_end = (p.Nkv + BC - 1) / BC;
-  if (FFPA_CAUSAL) n_end = min(n_end, r_hi + diag < 0 ? 0 : (r_hi + diag) / BC + 1);
+  const auto [r_lo, diag, n_end] = block_span<BR, BC>(p, m0, rows_total);
   const int per = (n_end + p.num_splits - 1) / p.num_splits;
   const int t0 = split * per;
   const int ntile = max(0, min(n_end, t0 + per) - t0);
@@ -121,15 +116,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
     for (int it = 0; it < (BR * DP / 8 + NT - 1) / NT; ++it) {
       const int idx = tid + it * NT;
       if ((BR * DP / 8) % NT && idx >= BR * DP / 8) break;
-      const int row = idx / (DP / 8), col = (idx % (DP / 8)) * 8;
-      const int i = m0 + row;
-      const bool ok = i < rows_total && col < D;
-      const u16* src = qb;
-      if (ok) {
-        const int hq = kvh * p.group + i / p.Nq, r = i % p.Nq;
-        src = qb + hq * p.q_head_stride + r * p.q_row_stride + col;
-      }
-      cp_async16(sQ + tile_off(row, col, BR), src, ok);
+      load_q_granule<BR, DP, D>(p, qb, sQ, idx, m0, rows_total, kvh);
     }
   }
 

@@ -220,13 +220,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
   const int kvh = blockIdx.y;
   const int b = blockIdx.z;
 
-  const int i_hi = min(m0 + BR, rows_total) - 1;
-  int r_lo = m0 % p.Nq, r_hi = i_hi % p.Nq;
-  if (m0 / p.Nq != i_hi / p.Nq) r_lo = 0, r_hi = p.Nq - 1;
-  const int diag = FFPA_CAUSAL == 1 ? p.Nkv - p.Nq : 0;  // row r sees keys k <= r + diag
-  int ntile = (p.Nkv + BC - 1) / BC;
-  if (FFPA_CAUSAL) ntile = min(ntile, r_hi + diag < 0 ? 0 : (r_hi + diag) / BC + 1);
-
+  const auto [r_lo, diag, ntile] = block_span<BR, BC>(p, m0, rows_total);
   // Per-row query index and q head (the first slot barrier publishes them).
   if (tid < BR) {
     const int i = min(m0 + tid, rows_total - 1);
@@ -241,17 +235,8 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
   {
     const u16* qb = static_cast<const u16*>(p.q) + b * p.q_batch_stride;
 #pragma unroll 4
-    for (int idx = tid; idx < BR * DP / 8; idx += NT) {
-      const int row = idx / (DP / 8), col = (idx % (DP / 8)) * 8;
-      const int i = m0 + row;
-      const bool ok = i < rows_total && col < D;
-      const u16* src = qb;
-      if (ok) {
-        const int hq = kvh * p.group + i / p.Nq, r = i % p.Nq;
-        src = qb + hq * p.q_head_stride + r * p.q_row_stride + col;
-      }
-      cp_async16(sQ + tile_off(row, col, BR), src, ok);
-    }
+    for (int idx = tid; idx < BR * DP / 8; idx += NT)
+      load_q_granule<BR, DP, D>(p, qb, sQ, idx, m0, rows_total, kvh);
   }
 
   // Slot gi of the stream: tile gi / (2 NPS); K slots cs = 0..NPS-1, then V slots. Panel
