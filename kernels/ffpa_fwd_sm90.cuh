@@ -8,6 +8,8 @@
 //   FFPA_PSMEM    0: P stays in registers (PV is wgmma RS); 1: P goes through shared memory
 //                 (PV is wgmma SS, A = P like Q): 16 registers fewer, room for a bias at D = 512
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DROPOUT as in ffpa_fwd.cuh (no split-KV here)
+//   FFPA_BIAS_ROWS 1: the bias is one row of keys for the whole block ([.., 1, Nkv] with no head
+//                 or query stride); 64: a row per query row
 //
 // Layout of the work: a block is 64 rows of the packed (group * Nq) query rows of one kv head and
 // two warpgroups. D is padded to DP (a multiple of 128) and split in halves: warpgroup w owns the
@@ -16,6 +18,9 @@
 //    (A = Q and B = K both from shared memory, K-major, 128-byte swizzle). The partials are
 //    exchanged through shared memory and both warpgroups form S = S_w + S_other, the same bits in
 //    both (fp32 addition commutes), so both compute the same softmax and the same P.
+//  - bias and dropout are staged per key tile in shared memory by the whole block while the
+//    tile's first QK wgmmas run (bias times log2 e; one keep bit per element, each Philox block
+//    drawn once), so the softmax holds neither bias loads nor Philox state beside O.
 //  - softmax in exp2 form in registers (the accumulator layout: rows of a quad), P converted in
 //    registers to the A fragments of the PV wgmma (the m64nNk16 accumulator and the 16-bit
 //    A-register layouts coincide on each 16-column slice).
@@ -57,7 +62,13 @@ constexpr int Q_BYTES = BR * DP * 2;
 constexpr int X_BYTES = 2 * BR * BC * 4;  // the two S partials
 constexpr bool PSMEM = FFPA_PSMEM;
 constexpr int P_BYTES = PSMEM ? BR * BC * 2 : 0;  // P, BC/64 panels of BR rows
-constexpr int SMEM_BYTES = 1024 + Q_BYTES + STAGES * SLOT_BYTES + X_BYTES + P_BYTES + BR * 8;
+constexpr int BIAS_ROWS = FFPA_BIAS ? FFPA_BIAS_ROWS : 0;
+constexpr int B_STRIDE = BC + 4;  // floats a staged bias row: rows 4 banks apart
+constexpr int B_BYTES = BIAS_ROWS * B_STRIDE * 4;
+constexpr int KPT = BC / 4;  // keys a thread stages: 4 threads a row
+constexpr int KEEP_BYTES = FFPA_DROPOUT ? BR * BC / 8 : 0;
+constexpr int SMEM_BYTES =
+    1024 + Q_BYTES + STAGES * SLOT_BYTES + X_BYTES + P_BYTES + B_BYTES + KEEP_BYTES + BR * 8;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
@@ -66,6 +77,8 @@ static_assert(BC == 64 || BC == 128, "BC is 64 or 128");
 static_assert(STAGES >= 3, "the ring needs a slot in use, one draining and one loading");
 static_assert(NP % PPS == 0, "a slot holds a whole share of the half's panels");
 static_assert((2 * PPS * BC * 8) % NT == 0, "whole 16-byte granules per thread");
+static_assert(BIAS_ROWS == 0 || BIAS_ROWS == 1 || BIAS_ROWS == BR, "bias rows: 1 or BR");
+static_assert(BR * 4 == NT, "staging: 4 threads a row");
 
 // Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): start address, leading
 // and stride byte offsets (all >> 4), 128-byte swizzle (mode 1 in bits 62..63), base offset 0
@@ -211,7 +224,14 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
   const u32 sSlot = sQ + Q_BYTES;
   float4* xbuf = reinterpret_cast<float4*>(smem + Q_BYTES + STAGES * SLOT_BYTES);
   const u32 sP = sSlot + STAGES * SLOT_BYTES + X_BYTES;  // 1024-aligned (X_BYTES is)
-  int* srow = reinterpret_cast<int*>(smem + Q_BYTES + STAGES * SLOT_BYTES + X_BYTES + P_BYTES);
+  unsigned char* tail = smem + Q_BYTES + STAGES * SLOT_BYTES + X_BYTES + P_BYTES;
+#if FFPA_BIAS
+  float* sbias = reinterpret_cast<float*>(tail);
+#endif
+#if FFPA_DROPOUT
+  u32* skeep = reinterpret_cast<u32*>(tail + B_BYTES);  // BC / 32 words a row
+#endif
+  int* srow = reinterpret_cast<int*>(tail + B_BYTES + KEEP_BYTES);
 
   const int tid = threadIdx.x, lane = tid & 31;
   const int wg = tid >> 7, t128 = tid & 127, wq = t128 >> 5;  // warpgroup, warp in it
@@ -266,6 +286,44 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
 #pragma unroll
   for (int s = 0; s < LA; ++s) load_slot(s);  // the first group carries Q
 
+  // Bias and keep bits of key tile j into shared memory: thread tid stages keys
+  // KPT * (tid % 4) .. + KPT - 1 of row tid / 4. Called after the tile's first slot barrier (the
+  // previous tile's readers are past it) and read after the S exchange barrier.
+  auto stage = [&](int j) {
+    const int row = tid >> 2, k0 = (tid & 3) * KPT, key0 = j * BC + k0;
+    const int r = srow[row], hq = srow[BR + row];
+#if FFPA_BIAS
+    if (BIAS_ROWS == BR || row == 0) {
+      const long long boff =
+          b * p.bias_batch_stride + hq * p.bias_head_stride + r * p.bias_row_stride + key0;
+      float* dst = sbias + row * B_STRIDE + k0;
+#pragma unroll
+      for (int i = 0; i < KPT; ++i) dst[i] = key0 + i < p.Nkv ? bias_at(p, boff + i) * LOG2E : 0.f;
+    }
+#endif
+#if FFPA_DROPOUT
+    // Stream positions g .. g + KPT - 1 span KPT / 4 Philox blocks, one more when g % 4 != 0.
+    const unsigned long long g =
+        p.dropout_offset + (((unsigned long long)b * p.Hq + hq) * p.Nq + r) * p.Nkv + key0;
+    const int o = (int)(g & 3);
+    u32 bits = 0;
+#pragma unroll
+    for (int blk = 0; blk <= KPT / 4; ++blk) {
+      if (blk == KPT / 4 && o == 0) break;
+      const FfpaPhilox4 x = ffpa_philox_block(p.dropout_seed, (g >> 2) + blk);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int pos = blk * 4 + i - o;
+        if (pos >= 0 && pos < KPT && ffpa_uniform(x.x[i]) > p.dropout_p) bits |= 1u << pos;
+      }
+    }
+    if (KPT == 16)
+      reinterpret_cast<unsigned short*>(skeep)[tid] = (unsigned short)bits;
+    else
+      skeep[tid] = bits;
+#endif
+  };
+
   float o[NP][8][4];
 #pragma unroll
   for (int c = 0; c < NP; ++c)
@@ -301,6 +359,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
               wgmma_ss(s[nb], da, db);
           }
       wgmma_commit();
+      if (cs == 0) stage(j);
     }
     wgmma_wait<0>();
 #pragma unroll
@@ -339,8 +398,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
       const int causal_lim = r + diag - key0;  // columns past it are masked
       const int kv_lim = p.Nkv - key0;
 #if FFPA_BIAS
-      const long long boff = b * p.bias_batch_stride + srow[BR + row] * p.bias_head_stride +
-                             r * p.bias_row_stride + key0;
+      const float* brow = sbias + (BIAS_ROWS == 1 ? 0 : row) * B_STRIDE + (lane & 3) * 2;
 #endif
       float v = NEG_INF;
 #pragma unroll
@@ -352,7 +410,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
             const int kof = nb * 64 + n * 8 + e;
             float x = s[nb][n][h * 2 + e] * p.scale_log2;
 #if FFPA_BIAS
-            if (kof < kv_lim) x += bias_at(p, boff + kof) * LOG2E;
+            x += brow[kof];
 #endif
             if (edge && (kof >= kv_lim || (FFPA_CAUSAL && kof > causal_lim))) x = NEG_INF;
             s[nb][n][h * 2 + e] = x;
@@ -366,9 +424,10 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
       m_run[h] = m_new;
       float sum = 0.f;
 #if FFPA_DROPOUT
-      const unsigned long long erow =
-          (((unsigned long long)b * p.Hq + srow[BR + row]) * p.Nq + r) * (unsigned long long)p.Nkv +
-          key0;
+      // This thread's keep bits of the row, shifted so column 8 n + e of word w is bit 8 n + e.
+      u32 keep[BC / 32];
+#pragma unroll
+      for (int w = 0; w < BC / 32; ++w) keep[w] = skeep[row * (BC / 32) + w] >> ((lane & 3) * 2);
 #endif
 #pragma unroll
       for (int nb = 0; nb < NB; ++nb)
@@ -381,7 +440,9 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
             sum += pr[e];
           }
 #if FFPA_DROPOUT
-          dropout2(p.dropout_seed, p.dropout_offset + erow + nb * 64 + n * 8, p.dropout_p, pr);
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (!((keep[nb * 2 + n / 4] >> ((n % 4) * 8 + e)) & 1)) pr[e] = 0.f;
 #endif
           if (PSMEM) {
             // Both warpgroups hold the same P: warpgroup w stores the rows of h = w.

@@ -1,6 +1,6 @@
 // The Hopper wgmma forward (ffpa-fwd-sm90) against the double-precision CPU reference on random
 // data: self, cross, GQA/MQA, lengths 1, 7, 127, 1000, head dims 64..512 (D padded to 128 inside),
-// both dtypes, causal both alignments, bias and dropout at D <= 384, every ring depth. Outputs are
+// both dtypes, causal both alignments, bias and dropout, every ring depth. Outputs are
 // poisoned (NaN) before the run so an unwritten element fails; the tolerances are gpu_ffpa_fwd's.
 // "[bench]" times B=1 H=32 N=8192 with CUDA events. Needs an sm_90 GPU: elsewhere every case
 // warns and returns.
@@ -91,21 +91,38 @@ TEST_CASE("sm90: causal, both alignments, skipping masked tiles", "[gpu]") {
       }
 }
 
-TEST_CASE("sm90: bias and dropout at D <= 384", "[gpu]") {
+// Bias and dropout are staged per key tile in shared memory (the offset 12345 and Nkv = 130 put
+// the 4-key Philox blocks off the tile grid). D=512 runs them with the default ring (2-panel slots
+// for a key bias, 1-panel ones for a bias tile or causal + bias).
+TEST_CASE("sm90: bias and dropout, D 320 and 512", "[gpu]") {
   if (!hopper()) return;
-  for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
-    for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
-      Problem p = make(2, 4, 2, 90, 140, 320);
-      p.mask = m;
-      p.mask_dtype = md;
-      expect_close(p);
-    }
-  Problem p = make(2, 2, 1, 100, 130, 384);
+  for (int D : {320, 512})
+    for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
+      for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
+        Problem p = make(2, 4, 2, 90, 140, D);
+        p.mask = m;
+        p.mask_dtype = md;
+        expect_close(p);
+      }
+  for (int D : {384, 512}) {
+    Problem p = make(2, 4, 2, 100, 130, D);  // GQA + dropout
+    p.dropout = 0.1;
+    expect_close(p);
+    p.causal = Causal::bottom_right;
+    p.mask = MaskKind::key;
+    expect_close(p);
+    p.causal = Causal::top_left;
+    p.mask = MaskKind::full;
+    p.mask_dtype = MaskDtype::input;
+    expect_close(p);
+  }
+  Problem p = make(1, 2, 2, 190, 250, 128);  // Bc=128: 32 keep bits a staging thread
+  p.dropout = 0.2;
+  p.mask = MaskKind::query_key;
+  expect_close(p, fwd90::Config{128, 3});
+  p = make(1, 2, 2, 1000, 1000, 512, Dtype::fp16);
   p.dropout = 0.1;
-  expect_close(p);
-  p.causal = Causal::bottom_right;
   p.mask = MaskKind::key;
-  p.shape.D = 320;
   expect_close(p);
 }
 

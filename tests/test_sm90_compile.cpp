@@ -121,14 +121,11 @@ TEST_CASE("sm90 bind refuses misaligned tensors before touching the GPU", "[nvrt
   CHECK_THROWS_AS(fwd90::bind(p, fwd90::default_config(p), prm, h200), Unsupported);
 }
 
-// Top-left causal with bias and dropout together spills 8-16 bytes at D=320 (bind refuses it and
-// the runner keeps ffpa-fwd-sm80 for that row); every other combination is clean.
 TEST_CASE("sm90 bias and dropout compile clean at D=320 with every causal mode", "[nvrtc]") {
   test::FreshCache cache;
   for (int causal : {0, 1, 2})
     for (int bias : {0, 1, 2})
       for (int dropout : {0, 1}) {
-        if (causal == 2 && bias && dropout) continue;
         fwd::Features f;
         f.D = 320;
         f.causal = causal;
@@ -138,17 +135,32 @@ TEST_CASE("sm90 bias and dropout compile clean at D=320 with every causal mode",
       }
 }
 
-TEST_CASE("sm90 refuses bias and dropout above D=384", "[nvrtc]") {
-  auto v = make_ffpa_fwd_sm90();
-  Problem p = compile_problem(384);
-  p.mask = MaskKind::key;
-  CHECK(v->supports(p).ok());
-  p.shape.D = 392;
-  CHECK_THAT(v->supports(p).reason, Catch::Contains("bias or dropout"));
-  CHECK_THROWS_AS(fwd90::compile_for(p, fwd90::default_config(p), test::h200()), Unsupported);
-  p.mask = MaskKind::none;
-  p.dropout = 0.1;
-  CHECK_THAT(v->supports(p).reason, Catch::Contains("bias or dropout"));
+// Bias and dropout are staged in shared memory per key tile, so D=512 holds them beside O. A bias
+// with a row per query needs 17 KB more than the 4-slot, 2-panel ring leaves: 6 one-panel slots.
+TEST_CASE("sm90 bias and dropout compile clean at D=512", "[nvrtc]") {
+  test::FreshCache cache;
+  for (int causal : {0, 1, 2})
+    for (int bias : {0, 1, 2})
+      for (bool key_bias : {true, false})
+        for (int dropout : {0, 1}) {
+          if (!bias && !key_bias) continue;
+          Problem p = compile_problem(512);
+          p.mask = !bias ? MaskKind::none : key_bias ? MaskKind::key : MaskKind::full;
+          p.dropout = dropout ? 0.1 : 0.0;
+          p.causal = causal == 0   ? Causal::none
+                     : causal == 1 ? Causal::bottom_right
+                                   : Causal::top_left;
+          fwd::Features f = fwd::Features::of(p);
+          f.bias = bias;
+          INFO("causal " << causal << " bias " << bias << " key " << key_bias << " dropout "
+                         << dropout);
+          compile_clean(fwd90::default_config(p), f);
+          CHECK_NOTHROW(fwd90::compile_for(p, fwd90::default_config(p), test::h200()));
+        }
+  Problem p = compile_problem(512);
+  p.mask = MaskKind::full;
+  CHECK_THROWS_WITH(fwd90::compile_for(p, fwd90::Config{64, 4, 2}, test::h200()),
+                    Catch::Contains("staged bias"));
 }
 
 TEST_CASE("sm90 configurations of the GPU test compile clean", "[nvrtc]") {

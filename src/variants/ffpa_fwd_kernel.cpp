@@ -85,6 +85,7 @@ Features Features::of(const Problem& pr) {
   f.causal = causal_code(pr);
   f.bias = bias_code(pr);
   f.dropout = pr.dropout > 0;
+  f.key_bias = pr.mask == MaskKind::key;
   return f;
 }
 

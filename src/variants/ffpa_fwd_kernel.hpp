@@ -39,6 +39,7 @@ struct Features {
   int bias = 0;    // 0 none, 1 fp32, 2 input dtype
   bool dropout = false;
   bool split = false;
+  bool key_bias = false;  // the bias is one row of keys for every query ([1,1,1,Nkv]); sm90 only
 
   static Features of(const Problem&);
 };

@@ -16,7 +16,7 @@ struct Fwd90 {
   static constexpr auto default_config = fwd90::default_config;
   static constexpr auto check = fwd90::check;
   static constexpr auto compile = fwd90::compile_for;
-  static constexpr auto problem_check = fwd90::problem_check;  // D <= 512; bias, dropout to 384
+  static constexpr auto problem_check = fwd90::problem_check;  // D <= 512
   static constexpr auto device_check = fwd90::device_check;    // Hopper only
   static std::unique_ptr<Op> bind(const Problem& p, const Config& c, AttnTensors& t,
                                   const gpu::DeviceInfo& d) {

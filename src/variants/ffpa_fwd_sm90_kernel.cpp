@@ -54,8 +54,6 @@ std::string problem_check(const Problem& pr) {
   if (D > kMaxD)
     return "D=" + std::to_string(D) + ": ffpa-fwd-sm90 keeps O in registers, D must be at most " +
            std::to_string(kMaxD);
-  if (D > 384 && (pr.mask != MaskKind::none || pr.dropout > 0))
-    return "ffpa-fwd-sm90 does not handle bias or dropout at D > 384 (no registers left beside O)";
   return {};
 }
 
@@ -80,6 +78,11 @@ Config default_config(const Problem& pr) {
   Config c;  // Bc=64
   if (pr.shape.D <= 384) {
     c.stages = 8;
+  } else if (pr.mask == MaskKind::query_key || pr.mask == MaskKind::full ||
+             (pr.mask != MaskKind::none && pr.causal != Causal::none)) {
+    // A bias tile (17 KB) leaves no room for 4 slots of 2 panels; with a key bias and causal
+    // masking 2-panel slots spill 40-48 bytes.
+    c.stages = 6;
   } else {  // D padded to 512: 4 panels a half
     // Two panels a slot halve the block barriers per tile: 321 TFLOPS at D=512 on the H200 against
     // 264 with 6 one-panel slots (--tune fast, results/h200/2026-12-02b/fwd-sm90-tune).
@@ -93,6 +96,11 @@ int smem_bytes(const Config& c, int D) {
   // alignment slack, Q, the ring, the two S partials, the row table
   return 1024 + 64 * padded(D) * 2 + c.stages * 2 * c.panels * c.Bc * 128 + 2 * 64 * c.Bc * 4 +
          (c.psmem ? 64 * c.Bc * 2 : 0) + 64 * 8;
+}
+
+int staging_bytes(const Config& c, const fwd::Features& f) {
+  const int bias_rows = f.bias == 0 ? 0 : f.key_bias ? 1 : 64;
+  return bias_rows * (c.Bc + 4) * 4 + (f.dropout ? 64 * c.Bc / 8 : 0);
 }
 
 int accumulator_registers(const Config& c, int D) {
@@ -117,9 +125,18 @@ std::string check(const Config& c, int D, int smem_limit) {
 
 std::vector<std::string> nvrtc_options(const Config& c, const fwd::Features& f) {
   const auto d = define;
-  return {d("FFPA_D", f.D),           d("FFPA_BC", c.Bc),       d("FFPA_STAGES", c.stages),
-          d("FFPA_PPS", c.panels),    d("FFPA_PSMEM", c.psmem), d("FFPA_BF16", f.bf16),
-          d("FFPA_CAUSAL", f.causal), d("FFPA_BIAS", f.bias),   d("FFPA_DROPOUT", f.dropout)};
+  return {d("FFPA_D", f.D),
+          d("FFPA_BC", c.Bc),
+          d("FFPA_STAGES", c.stages),
+          d("FFPA_PPS", c.panels),
+          d("FFPA_PSMEM", c.psmem),
+          d("FFPA_BF16", f.bf16),
+          d("FFPA_CAUSAL", f.causal),
+          d("FFPA_BIAS", f.bias),
+          d("FFPA_DROPOUT", f.dropout),
+          d("FFPA_BIAS_ROWS", f.bias == 0  ? 0
+                              : f.key_bias ? 1
+                                           : 64)};
 }
 
 nvrtc::Compiled compile(const Config& c, const fwd::Features& f) {
@@ -131,7 +148,13 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
   if (auto why = problem_check(pr); !why.empty()) throw Unsupported(why);
   const int D = static_cast<int>(pr.shape.D);
   if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
-  nvrtc::Compiled comp = compile(c, fwd::Features::of(pr));
+  const fwd::Features f = fwd::Features::of(pr);
+  if (const int smem = smem_bytes(c, D) + staging_bytes(c, f); smem > dev.smem_per_block_optin)
+    throw Unsupported("needs " + std::to_string(smem) +
+                      " bytes of shared memory with the staged bias and dropout bits, the device "
+                      "allows " +
+                      std::to_string(dev.smem_per_block_optin));
+  nvrtc::Compiled comp = compile(c, f);
   refuse_spills(comp, "ffpa_fwd_sm90_kernel");
   return comp;
 }
@@ -154,7 +177,8 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
                       " x " + std::to_string(sh.B));
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(sh.Hkv),
                   static_cast<unsigned>(sh.B));
-  return std::make_unique<Fwd90Op>(nvrtc::Library(comp.cubin), p, grid, smem_bytes(c, D));
+  return std::make_unique<Fwd90Op>(nvrtc::Library(comp.cubin), p, grid,
+                                   smem_bytes(c, D) + staging_bytes(c, fwd::Features::of(pr)));
 }
 
 }  // namespace ffpa::fwd90

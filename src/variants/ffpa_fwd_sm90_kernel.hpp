@@ -31,8 +31,7 @@ struct Config {
 
 constexpr int kMaxD = 512;  // O (64 x D/2 fp32 a warpgroup) lives in registers
 
-// Empty when the kernel handles the problem's D and features: D a multiple of 8 up to 512; bias
-// and dropout only up to D = 384 (above, O leaves them no registers: ptxas spills).
+// Empty when the kernel handles the problem's D: a multiple of 8 up to 512.
 std::string problem_check(const Problem&);
 // Empty on an sm_90 device (wgmma).
 std::string device_check(const gpu::DeviceInfo&);
@@ -40,6 +39,8 @@ std::string device_check(const gpu::DeviceInfo&);
 const std::vector<std::string>& knob_names();
 Config default_config(const Problem&);
 int smem_bytes(const Config&, int D);
+// Shared memory the features add: the key tile's bias (one row, or a row per query) and keep bits.
+int staging_bytes(const Config&, const fwd::Features&);
 // Accumulator registers per thread (O, S, P fragments), the part that grows with the config.
 int accumulator_registers(const Config&, int D);
 // Empty when the configuration can run D on a device of this shared-memory limit.
