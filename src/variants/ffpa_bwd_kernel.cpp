@@ -20,9 +20,9 @@ constexpr int kRegisterOverhead = 64;
 
 class BwdOp : public Op {
  public:
-  BwdOp(nvrtc::Library lib, const FfpaBwdParams& p, dim3 grid, int threads, int smem, int dbias,
-        size_t dbias_bytes, int sm_count, gpu::DeviceBuffer delta, gpu::DeviceBuffer dq_accum,
-        gpu::DeviceBuffer dbias_accum)
+  BwdOp(nvrtc::Library lib, const char* main_kernel, const FfpaBwdParams& p, dim3 grid, int threads,
+        int smem, int dbias, size_t dbias_bytes, int sm_count, gpu::DeviceBuffer delta,
+        gpu::DeviceBuffer dq_accum, gpu::DeviceBuffer dbias_accum)
       : lib_(std::move(lib)),
         p_(p),
         grid_(grid),
@@ -35,7 +35,7 @@ class BwdOp : public Op {
         dq_accum_(std::move(dq_accum)),
         dbias_accum_(std::move(dbias_accum)) {
     pre_ = lib_.kernel("ffpa_bwd_pre_kernel");
-    main_ = lib_.kernel("ffpa_bwd_kernel");
+    main_ = lib_.kernel(main_kernel);
     convert_ = lib_.kernel("ffpa_bwd_convert_kernel");
     FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(main_),
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
@@ -181,12 +181,18 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
 
 std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams& params,
                          const gpu::DeviceInfo& dev) {
-  const int D = static_cast<int>(pr.shape.D);
   // dBias is computed whenever there is a bias: AttnTensors allocates it for every masked
   // backward, and compile_for() (the cubin a precompile warmed) assumes so.
   if ((pr.mask != MaskKind::none) != (params.dbias != nullptr))
     throw RunError("ffpa-bwd: dbias must be given exactly when the problem has a bias");
-  nvrtc::Compiled comp = compile_for(pr, c, dev);
+  const nvrtc::Compiled comp = compile_for(pr, c, dev);
+  return make_op(pr, comp, "ffpa_bwd_kernel", c.Bc, c.threads(),
+                 smem_bytes(c, static_cast<int>(pr.shape.D)), params, dev);
+}
+
+std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, const char* main_kernel,
+                            int Bc, int threads, int smem, const FfpaBwdParams& params,
+                            const gpu::DeviceInfo& dev) {
   // 16-byte cp.async / vector loads of q, k, v, o, dO rows; 4-byte stores of dq, dk, dv pairs.
   const FfpaFwdParams& f = params.fwd;
   if (!qkvo_aligned(f, 8) ||
@@ -203,7 +209,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   const Features ft = Features::of(pr);
 
   const auto& sh = pr.shape;
-  const int64_t gx = (sh.Nkv + c.Bc - 1) / c.Bc;
+  const int64_t gx = (sh.Nkv + Bc - 1) / Bc;
   const int64_t rows = sh.B * sh.Hq * sh.Nq;
   if (gx > 0x7fffffff || sh.Hkv > 65535 || sh.B > 65535 || (rows + 7) / 8 > 0x7fffffff)
     throw Unsupported("grid too large: " + std::to_string(gx) + " x " + std::to_string(sh.Hkv) +
@@ -222,7 +228,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
       ft.dbias == 3 ? static_cast<size_t>(pr.mask_elems()) * (ft.bias == 1 ? 4 : 2) : 0;
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(sh.Hkv),
                   static_cast<unsigned>(sh.B));
-  return std::make_unique<BwdOp>(nvrtc::Library(comp.cubin), p, grid, c.threads(), smem_bytes(c, D),
+  return std::make_unique<BwdOp>(nvrtc::Library(comp.cubin), main_kernel, p, grid, threads, smem,
                                  ft.dbias, dbias_bytes, dev.sm_count, std::move(delta),
                                  std::move(dq_accum), std::move(dbias_accum));
 }

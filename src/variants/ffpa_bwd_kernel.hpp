@@ -64,4 +64,12 @@ nvrtc::Compiled compile_for(const Problem&, const Config&, const gpu::DeviceInfo
 std::unique_ptr<Op> bind(const Problem&, const Config&, const FfpaBwdParams& params,
                          const gpu::DeviceInfo&);
 
+// bind() after the compile, shared with the sm90 backward (bwd90::bind): checks the tensors'
+// alignment, allocates the workspaces and wraps ffpa_bwd_pre_kernel, `main_kernel` (one block per
+// Bc keys, kv head and batch; `threads`, `smem` bytes of dynamic shared memory) and
+// ffpa_bwd_convert_kernel of `comp` in an Op. Throws Unsupported when the tensors are misaligned.
+std::unique_ptr<Op> make_op(const Problem&, const nvrtc::Compiled& comp, const char* main_kernel,
+                            int Bc, int threads, int smem, const FfpaBwdParams& params,
+                            const gpu::DeviceInfo&);
+
 }  // namespace ffpa::bwd

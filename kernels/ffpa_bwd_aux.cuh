@@ -1,0 +1,74 @@
+// The backward's preprocess and convert kernels, shared by ffpa_bwd.cuh (sm80+) and
+// ffpa_bwd_sm90.cuh: delta = rowsum(dO * O) with the dq_accum row zeroed before the main kernel,
+// dq_accum (and the dbias workspace) to the output dtypes after it. Reads FFPA_D, FFPA_BF16,
+// FFPA_BIAS and FFPA_DBIAS (0 when the main kernel has no dBias).
+#pragma once
+
+#include "ffpa_common.cuh"
+
+namespace ffpa_bwd_aux {
+constexpr int D = FFPA_D;
+}  // namespace ffpa_bwd_aux
+
+// One warp per row (b, hq, r): delta = sum_d dO * O in fp32; the row of dq_accum is zeroed.
+extern "C" __global__ void __launch_bounds__(256) ffpa_bwd_pre_kernel(const FfpaBwdParams p) {
+  using namespace ffpa_dev;
+  using ffpa_bwd_aux::D;
+  const FfpaFwdParams& f = p.fwd;
+  const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (row >= (long long)f.B * f.Hq * f.Nq) return;
+  const int r = (int)(row % f.Nq);
+  const int hq = (int)(row / f.Nq % f.Hq);
+  const int b = (int)(row / f.Nq / f.Hq);
+  const u16* o = static_cast<const u16*>(f.o) + b * f.o_batch_stride + hq * f.o_head_stride +
+                 r * f.o_row_stride;
+  const u16* d = static_cast<const u16*>(p.dout) + b * p.do_batch_stride + hq * p.do_head_stride +
+                 r * p.do_row_stride;
+  float acc = 0.f;
+  for (int c = lane * 8; c < D; c += 32 * 8) {
+    const uint4 x = *reinterpret_cast<const uint4*>(o + c);
+    const uint4 y = *reinterpret_cast<const uint4*>(d + c);
+    const u32 xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      acc += to_f32((u16)(xs[k] & 0xffff)) * to_f32((u16)(ys[k] & 0xffff)) +
+             to_f32((u16)(xs[k] >> 16)) * to_f32((u16)(ys[k] >> 16));
+  }
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
+  if (lane == 0) p.delta[row] = acc;
+  float4* dq = reinterpret_cast<float4*>(p.dq_accum + row * D);
+  for (int c = lane; c < D / 4; c += 32) dq[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// dq_accum (fp32, contiguous [B, Hq, Nq, D]) to dq in the input dtype; the dbias workspace
+// (modes 1, 2: contiguous in the bias's shape) to dbias in the bias's dtype.
+extern "C" __global__ void __launch_bounds__(256) ffpa_bwd_convert_kernel(const FfpaBwdParams p) {
+  using namespace ffpa_dev;
+  using ffpa_bwd_aux::D;
+  const FfpaFwdParams& f = p.fwd;
+  const long long pairs = (long long)f.B * f.Hq * f.Nq * (D / 2);
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += stride) {
+    const long long row = i / (D / 2);
+    const int col = (int)(i % (D / 2)) * 2;
+    const int r = (int)(row % f.Nq);
+    const int hq = (int)(row / f.Nq % f.Hq);
+    const int b = (int)(row / f.Nq / f.Hq);
+    const float2 x = *reinterpret_cast<const float2*>(p.dq_accum + row * D + col);
+    *reinterpret_cast<u32*>(static_cast<u16*>(p.dq) + b * p.dq_batch_stride +
+                            hq * p.dq_head_stride + r * p.dq_row_stride + col) = pack2(x.x, x.y);
+  }
+#if FFPA_DBIAS == 1 || FFPA_DBIAS == 2
+  const long long nb = FFPA_DBIAS == 1 ? (long long)f.Nkv : (long long)f.Nq * f.Nkv;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < nb; i += stride) {
+    const float g = p.dbias_accum[i];
+#if FFPA_BIAS == 1
+    static_cast<float*>(p.dbias)[i] = g;
+#else
+    static_cast<u16*>(p.dbias)[i] = (u16)(pack2(g, 0.f) & 0xffff);
+#endif
+  }
+#endif
+}

@@ -1,0 +1,488 @@
+// Split-D flash-attention backward for Hopper (sm_90a): warpgroup MMA (wgmma), compiled at run time
+// by NVRTC. Device code only: no standard headers. Launched as ffpa_bwd.cuh's three kernels are:
+// ffpa_bwd_pre_kernel and ffpa_bwd_convert_kernel (ffpa_bwd_aux.cuh) around ffpa_bwd_sm90_kernel.
+// The configuration comes in as macros (src/variants/ffpa_bwd_sm90_kernel.cpp sets them):
+//   FFPA_D       head dim (multiple of 8, at most 512)
+//   FFPA_PPG     64-column panels of each half of D per Q/dO cp.async group (divides DP / 128):
+//                phase 1 waits for (and meets at a block barrier on) each group
+//   FFPA_BF16, FFPA_CAUSAL as in ffpa_bwd.cuh (no bias, no dropout: the variant refuses them)
+//
+// Layout of the work: a block is one key tile of BC = 32 keys of one kv head (and batch), two
+// warpgroups; it loops over the query tiles (64 rows) of the packed group * Nq rows of every q
+// head of the GQA group, as ffpa_bwd.cuh does. D is padded to DP (a multiple of 128) and split in
+// halves: warpgroup w owns the DP/2 columns [w * DH, (w + 1) * DH). K, V stay resident; Q and dO
+// of a query tile are loaded whole, in NG cp.async groups, and the next tile's load is issued as
+// soon as the current tile's last reader of them (dV, dK) retired.
+// Per query tile, warpgroup w:
+//  - S_w = Q[:, half w] K[:, half w]^T and dP_w = dO[:, half w] V[:, half w]^T: wgmma m64n32k16,
+//    A and B from shared memory, K-major (the forward's QK);
+//  - exchange: each thread hands the other warpgroup the partials of the rows the other finishes
+//    (the accumulator rows of h = 1 - w) and adds the other's partials of its own rows (h = w);
+//  - P = exp2(S scale log2e - lse log2e) (masked: 0), dS = P (dP - delta) for its rows, stored
+//    transposed (P^T, dS^T: [key][query row], 128-byte rows) in the input dtype;
+//  - dV^T[half w] += dO[:, half w]^T P and dK^T[half w] += Q[:, half w]^T dS: M = D, so the fp32
+//    accumulators are DP/128 m64n32 tiles each (D = 512: 64 + 64 registers); A = dO^T / Q^T is the
+//    resident tile read MN-major (imm-trans-a), B = P^T / dS^T K-major;
+//  - dQ[:, half w] = dS K[:, half w] in 64-column chunks (m64n64k16, A = dS^T read MN-major, B = K
+//    MN-major as the forward's V), each added to dq_accum with red.global.add.v4.f32.
+//
+// Shared panels use tile_off (ffpa_common.cuh): 128-byte rows, 16-byte granule XOR (row & 7), on a
+// 1024-byte aligned base: the wgmma 128-byte swizzle. tools/ffpa_bwd_sm90_sim.py checks the
+// descriptors and fragment maps below against it.
+#pragma once
+
+#include "ffpa_common.cuh"
+
+namespace ffpa_bwd90 {
+
+using namespace ffpa_dev;
+typedef unsigned long long u64;
+
+constexpr int D = FFPA_D;
+constexpr int BR = 64;
+constexpr int BC = 32;
+constexpr int NT = 256;
+constexpr int DP = (D + 127) / 128 * 128;  // zero-filled past D
+constexpr int DH = DP / 2;                 // columns of a warpgroup
+constexpr int NP = DH / 64;                // 64-column panels of a warpgroup
+constexpr int PPG = FFPA_PPG;              // of them per Q/dO cp.async group
+constexpr int NG = NP / PPG;
+constexpr int KV_PANEL = BC * 128;
+constexpr int Q_PANEL = BR * 128;
+constexpr int KV_BYTES = BC * DP * 2;
+constexpr int Q_BYTES = BR * DP * 2;
+constexpr int PT_BYTES = BC * BR * 2;      // P^T or dS^T
+constexpr int X_BYTES = 2 * 4 * 128 * 16;  // exchange: [w][n8][thread] float4
+constexpr int ROW_BYTES = BR * 16;         // row table of a tile: lse, delta, r, hq
+constexpr int SMEM_BYTES =
+    1024 + 2 * KV_BYTES + 2 * Q_BYTES + 2 * PT_BYTES + X_BYTES + 2 * ROW_BYTES;
+#define POS_INF __int_as_float(0x7f800000u)
+constexpr float LOG2E = 1.4426950408889634f;
+
+static_assert(D % 8 == 0 && D <= 512, "D: a multiple of 8, at most 512 (dK, dV live in registers)");
+static_assert(NP % PPG == 0, "a Q/dO group holds a whole share of the half's panels");
+static_assert((2 * PPG * BR * 8) % NT == 0, "whole 16-byte granules per thread");
+
+// Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"), as ffpa_fwd_sm90.cuh
+// encodes it: start address, LBO, SBO (>> 4), 128-byte swizzle (mode 1 in bits 62..63).
+__device__ __forceinline__ u64 make_desc(u32 addr, u32 lbo, u32 sbo) {
+  return (u64)((addr & 0x3ffffu) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) |
+         (1ull << 62);
+}
+// K-major operand: 8-row groups 1024 bytes apart (SBO), the k16 step inside a 128-byte row.
+__device__ __forceinline__ u64 desc_k(u32 addr) {
+  return make_desc(addr, 16, 1024);
+}
+// MN-major operand of M or N = 64 (one swizzle atom wide: LBO unused, 1024 as in the forward):
+// the 8-row groups of a k16 step 1024 bytes apart.
+__device__ __forceinline__ u64 desc_mn(u32 addr) {
+  return make_desc(addr, 1024, 1024);
+}
+
+#if FFPA_BF16
+#define FFPA_WG_AB "bf16"
+#else
+#define FFPA_WG_AB "f16"
+#endif
+
+#define FFPA_WG_ACC16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define FFPA_WG_ACC32                                                                           \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define FFPA_WG_REGS4(c, d, i) c(d[i][0]), c(d[i][1]), c(d[i][2]), c(d[i][3])
+#define FFPA_WG_REGS16(c, d) \
+  FFPA_WG_REGS4(c, d, 0), FFPA_WG_REGS4(c, d, 1), FFPA_WG_REGS4(c, d, 2), FFPA_WG_REGS4(c, d, 3)
+#define FFPA_WG_REGS32(c, d)                                                                    \
+  FFPA_WG_REGS16(c, d), FFPA_WG_REGS4(c, d, 4), FFPA_WG_REGS4(c, d, 5), FFPA_WG_REGS4(c, d, 6), \
+      FFPA_WG_REGS4(c, d, 7)
+
+// d[n8][e]: register 4 * n8 + e of the m64nN f32 accumulator holds row 16 * warp + lane / 4 +
+// 8 * (e >> 1), column 8 * n8 + 2 * (lane % 4) + (e & 1).
+// S, dP: D = A B, both K-major; _first ignores D (write-only outputs, as in the forward).
+__device__ __forceinline__ void wgmma_n32(float (&d)[4][4], u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC16
+      ", %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : FFPA_WG_REGS16("+f", d)
+      : "l"(da), "l"(db), "n"(1));
+}
+__device__ __forceinline__ void wgmma_n32_first(float (&d)[4][4], u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC16
+      ", %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : FFPA_WG_REGS16("=f", d)
+      : "l"(da), "l"(db), "n"(0));
+}
+// dV^T, dK^T: D += A B, A MN-major (imm-trans-a = 1), B K-major.
+__device__ __forceinline__ void wgmma_n32_ta(float (&d)[4][4], u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC16
+      ", %16, %17, p, 1, 1, 1, 0;\n}\n"
+      : FFPA_WG_REGS16("+f", d)
+      : "l"(da), "l"(db), "n"(1));
+}
+// dQ: D (+)= A B, A and B MN-major (imm-trans-a = imm-trans-b = 1).
+__device__ __forceinline__ void wgmma_n64_tt(float (&d)[8][4], u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC32
+      ", %32, %33, p, 1, 1, 1, 1;\n}\n"
+      : FFPA_WG_REGS32("+f", d)
+      : "l"(da), "l"(db), "n"(1));
+}
+__device__ __forceinline__ void wgmma_n64_tt_first(float (&d)[8][4], u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC32
+      ", %32, %33, p, 1, 1, 1, 1;\n}\n"
+      : FFPA_WG_REGS32("=f", d)
+      : "l"(da), "l"(db), "n"(0));
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Pins accumulators after a wgmma.wait_group: reads cannot move above it.
+template <int N>
+__device__ __forceinline__ void fence_acc(float (&d)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+// x, opaque to the optimizer: descriptors derived from it are recomputed where used instead of
+// being hoisted out of the query-tile loop and held in registers.
+__device__ __forceinline__ u32 opaque(u32 x) {
+  asm volatile("mov.b32 %0, %0;\n" : "+r"(x));
+  return x;
+}
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// Waits until at most n cp.async groups are pending (n <= N; a constant once unrolled).
+template <int N>
+__device__ __forceinline__ void cp_async_wait_upto(int n) {
+  if (n >= N)
+    cp_async_wait<N>();
+  else if constexpr (N > 0)
+    cp_async_wait_upto<N - 1>(n);
+}
+__device__ __forceinline__ void st_b16(u32 addr, u32 v) {
+  asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"((u16)v));
+}
+// fp32 atomic add of four scaled neighbours (16-byte aligned): one vector reduction.
+__device__ __forceinline__ void red_add4(float* dst, float4 v, float scale) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(v.x * scale),
+               "f"(v.y * scale), "f"(v.z * scale), "f"(v.w * scale)
+               : "memory");
+}
+
+}  // namespace ffpa_bwd90
+
+extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
+    ffpa_bwd_sm90_kernel(const FfpaBwdParams p) {
+  using namespace ffpa_bwd90;
+  const FfpaFwdParams& f = p.fwd;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // The swizzle is a function of absolute address bits 7..9: align the tiles to 1024 bytes.
+  const u32 raw = smem_u32(smem_raw);
+  const u32 sK = (raw + 1023u) & ~1023u;
+  unsigned char* smem = smem_raw + (sK - raw);
+  const u32 sV = sK + KV_BYTES;
+  const u32 sQ = sV + KV_BYTES;
+  const u32 sO = sQ + Q_BYTES;  // dO
+  const u32 sPt = sO + Q_BYTES;
+  const u32 sSt = sPt + PT_BYTES;  // dS^T
+  float4* xbuf = reinterpret_cast<float4*>(smem + 2 * KV_BYTES + 2 * Q_BYTES + 2 * PT_BYTES);
+  // Row tables of two consecutive query tiles (the next one is staged while dQ of this one is
+  // still reduced): per row lse * log2(e) (+inf: no gradient), delta, query row (-1 past the
+  // end), q head.
+  unsigned char* rows_base = smem + 2 * KV_BYTES + 2 * Q_BYTES + 2 * PT_BYTES + X_BYTES;
+
+  const int tid = threadIdx.x, lane = tid & 31;
+  // The warpgroup index through a shuffle, so that ptxas knows it is warp-uniform (CUTLASS does the
+  // same): the shared addresses and descriptors derived from it stay in uniform registers.
+  const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0), t128 = tid & 127, wq = t128 >> 5;
+  const int n0 = blockIdx.x * BC;
+  const int kvh = blockIdx.y, b = blockIdx.z;
+  const int rows_total = f.group * f.Nq;
+  const int diag = FFPA_CAUSAL == 1 ? f.Nkv - f.Nq : 0;  // row r sees keys k <= r + diag
+  const int ntile = (rows_total + BR - 1) / BR;
+
+  // K and V of the key tile, resident for the whole block: the first cp.async group.
+  {
+    const u16* kb = static_cast<const u16*>(f.k) + b * f.k_batch_stride + kvh * f.k_head_stride;
+    const u16* vb = static_cast<const u16*>(f.v) + b * f.v_batch_stride + kvh * f.v_head_stride;
+#pragma unroll 4
+    for (int idx = tid; idx < BC * DP / 8; idx += NT) {
+      const int row = idx / (DP / 8), col = (idx % (DP / 8)) * 8;
+      const int key = n0 + row;
+      const bool ok = key < f.Nkv && col < D;
+      const u32 off = tile_off(row, col, BC);
+      cp_async16(sK + off, ok ? kb + key * f.k_row_stride + col : kb, ok);
+      cp_async16(sV + off, ok ? vb + key * f.v_row_stride + col : vb, ok);
+    }
+    cp_async_commit();
+  }
+
+  // Causal: query tiles that see none of the block's keys are skipped (block-uniform).
+  auto next_tile = [&](int t) {
+    for (; FFPA_CAUSAL && t < ntile; ++t) {
+      const int m0 = t * BR, i_hi = min(m0 + BR, rows_total) - 1;
+      const int r_hi = m0 / f.Nq != i_hi / f.Nq ? f.Nq - 1 : i_hi % f.Nq;
+      if (r_hi + diag >= n0) break;
+    }
+    return t;
+  };
+
+  // Row table (into parity par) and the NG cp.async groups of Q and dO of query tile t; group g
+  // holds panels g * PPG .. + PPG - 1 of both halves.
+  const u16* qb = static_cast<const u16*>(f.q) + b * f.q_batch_stride;
+  const u16* ob = static_cast<const u16*>(p.dout) + b * p.do_batch_stride;
+  auto stage = [&](int t, int par) {
+    const int m0 = t * BR;
+    if (tid < BR) {
+      const int i = m0 + tid;
+      int r = -1, hq = kvh * f.group;
+      float l = POS_INF, dl = 0.f;
+      if (i < rows_total) {
+        r = i % f.Nq;
+        hq += i / f.Nq;
+        const long long lrow = ((long long)b * f.Hq + hq) * f.Nq + r;
+        const float x = f.lse[lrow];
+        if (x != NEG_INF) l = x * LOG2E;  // a row that sees no key has no gradient
+        dl = p.delta[lrow];
+      }
+      float* rt = reinterpret_cast<float*>(rows_base + par * ROW_BYTES);
+      rt[tid] = l;
+      rt[BR + tid] = dl;
+      reinterpret_cast<int*>(rt)[2 * BR + tid] = r;
+      reinterpret_cast<int*>(rt)[3 * BR + tid] = hq;
+    }
+#pragma unroll
+    for (int g = 0; g < NG; ++g) {
+#pragma unroll
+      for (int it = 0; it < 2 * PPG * BR * 8 / NT; ++it) {
+        const int idx = tid + it * NT;
+        const int h = idx / (PPG * BR * 8), pp = idx / (BR * 8) % PPG, gq = idx % (BR * 8);
+        const int row = gq >> 3, col = h * DH + (g * PPG + pp) * 64 + (gq & 7) * 8;
+        const int i = m0 + row;
+        const bool ok = i < rows_total && col < D;
+        const u16 *qs = qb, *os = ob;
+        if (ok) {
+          const int hq = kvh * f.group + i / f.Nq, r = i % f.Nq;
+          qs = qb + hq * f.q_head_stride + r * f.q_row_stride + col;
+          os = ob + hq * p.do_head_stride + r * p.do_row_stride + col;
+        }
+        const u32 off = tile_off(row, col, BR);
+        cp_async16(sQ + off, qs, ok);
+        cp_async16(sO + off, os, ok);
+      }
+      cp_async_commit();
+    }
+  };
+
+  float dv[NP][4][4], dk[NP][4][4];
+#pragma unroll
+  for (int c = 0; c < NP; ++c)
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dv[c][n][e] = dk[c][n][e] = 0.f;
+
+  const int key0 = n0 + (lane & 3) * 2;  // key of this thread's first accumulator column
+  int t = next_tile(0), par = 0;
+  if (t < ntile) stage(t, 0);
+  while (t < ntile) {
+    const int tn = next_tile(t + 1);
+    const float* rt = reinterpret_cast<const float*>(rows_base + par * ROW_BYTES);
+    const int* rti = reinterpret_cast<const int*>(rt);
+
+    // Phase 1: S_w and dP_w over the warpgroup's half of D, one wgmma group per Q/dO group.
+    float s[4][4], dp[4][4];
+#pragma unroll
+    for (int g = 0; g < NG; ++g) {
+      cp_async_wait_upto<NG - 1>(NG - 1 - g);
+      fence_proxy_async();  // cp.async writes are generic-proxy, wgmma reads async-proxy
+      __syncthreads();
+      const int pn = wg * NP + g * PPG;  // first panel of the group in this half
+      const u32 sq = opaque(sQ + pn * Q_PANEL), so = opaque(sO + pn * Q_PANEL);
+      const u32 sk = opaque(sK + pn * KV_PANEL), sv = opaque(sV + pn * KV_PANEL);
+      wgmma_fence();
+#pragma unroll
+      for (int pp = 0; pp < PPG; ++pp)
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          const u64 dq_ = desc_k(sq + pp * Q_PANEL + kk * 32);
+          const u64 dk_ = desc_k(sk + pp * KV_PANEL + kk * 32);
+          const u64 do_ = desc_k(so + pp * Q_PANEL + kk * 32);
+          const u64 dv_ = desc_k(sv + pp * KV_PANEL + kk * 32);
+          if (g == 0 && pp == 0 && kk == 0) {
+            wgmma_n32_first(s, dq_, dk_);
+            wgmma_n32_first(dp, do_, dv_);
+          } else {
+            wgmma_n32(s, dq_, dk_);
+            wgmma_n32(dp, do_, dv_);
+          }
+        }
+      wgmma_commit();
+    }
+    wgmma_wait<0>();
+    fence_acc(s);
+    fence_acc(dp);
+
+    // Exchange: warpgroup w finishes the accumulator rows of h = w. A thread hands over its h =
+    // 1 - w partials (same warp and lane in the other warpgroup: the same positions) and adds
+    // the other's h = w partials. Selects, not indexing by wg: the arrays stay in registers.
+    float sm[4][2], dm[4][2];
+    {
+#pragma unroll
+      for (int n = 0; n < 4; ++n)
+        xbuf[(wg * 4 + n) * 128 + t128] = wg ? make_float4(s[n][0], s[n][1], dp[n][0], dp[n][1])
+                                             : make_float4(s[n][2], s[n][3], dp[n][2], dp[n][3]);
+      __syncthreads();
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+        const float4 x = xbuf[((1 - wg) * 4 + n) * 128 + t128];
+        sm[n][0] = (wg ? s[n][2] : s[n][0]) + x.x;
+        sm[n][1] = (wg ? s[n][3] : s[n][1]) + x.y;
+        dm[n][0] = (wg ? dp[n][2] : dp[n][0]) + x.z;
+        dm[n][1] = (wg ? dp[n][3] : dp[n][1]) + x.w;
+      }
+    }
+
+    // P and dS of the thread's rows, stored transposed: [key][query row], 2-byte stores.
+    {
+      const int row = wq * 16 + (lane >> 2) + wg * 8;
+      const float l = rt[row], dl = rt[BR + row];
+      const int r = rti[2 * BR + row];
+      const int causal_lim = r + diag - key0;  // columns past it are masked
+      const int kv_lim = f.Nkv - key0;
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+        float pr[2], ds[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int kof = n * 8 + e;
+          const bool masked = kof >= kv_lim || (FFPA_CAUSAL && kof > causal_lim);
+          pr[e] = masked ? 0.f : exp2f(sm[n][e] * f.scale_log2 - l);
+          ds[e] = pr[e] * (dm[n][e] - dl);
+        }
+        const u32 pp2 = pack2(pr[0], pr[1]), ds2 = pack2(ds[0], ds[1]);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const u32 off = tile_off(n * 8 + (lane & 3) * 2 + e, row, BC);
+          st_b16(sPt + off, e ? pp2 >> 16 : pp2);
+          st_b16(sSt + off, e ? ds2 >> 16 : ds2);
+        }
+      }
+    }
+    fence_proxy_async();
+    __syncthreads();  // P^T and dS^T of both warpgroups published
+
+    // dQ[:, half w] = dS K[:, half w], chunk c: columns w * DH + c * 64 .. + 63.
+    float dq[8][4];
+    auto dq_issue = [&](int c) {
+      const u32 kp = opaque(sK + (wg * NP + c) * KV_PANEL), st = opaque(sSt);
+      wgmma_n64_tt_first(dq, desc_mn(st), desc_mn(kp));
+      wgmma_n64_tt(dq, desc_mn(st + 16 * 128), desc_mn(kp + 16 * 128));
+      wgmma_commit();
+    };
+    // Lane pairs swap half their fragment so that each lane holds 4 neighbouring columns of one
+    // row (even lanes row g, odd lanes row g + 8): one vector reduction each (ffpa_bwd.cuh).
+    auto dq_reduce = [&](int c) {
+      fence_acc(dq);
+      const bool odd = lane & 1;
+      const int row = wq * 16 + (lane >> 2) + (odd ? 8 : 0);
+      const int r = rti[2 * BR + row];
+      const long long lrow = ((long long)b * f.Hq + rti[3 * BR + row]) * f.Nq + r;
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float s0 = odd ? dq[n][0] : dq[n][2], s1 = odd ? dq[n][1] : dq[n][3];
+        const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1);
+        const float r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+        const int col = wg * DH + c * 64 + n * 8 + (lane & 2) * 2;
+        if (r >= 0 && col < D) {
+          const float4 v = odd ? make_float4(r0, r1, dq[n][2], dq[n][3])
+                               : make_float4(dq[n][0], dq[n][1], r0, r1);
+          red_add4(p.dq_accum + lrow * D + col, v, f.scale);
+        }
+      }
+    };
+
+    // dQ chunk 0 first, so that its reduction overlaps dV and dK (wait_group retires in order).
+    wgmma_fence();
+    dq_issue(0);
+    {
+      const u32 so = opaque(sO + wg * NP * Q_PANEL), sq = opaque(sQ + wg * NP * Q_PANEL);
+      const u32 pt = opaque(sPt), st = opaque(sSt);
+#pragma unroll
+      for (int c = 0; c < NP; ++c)
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          wgmma_n32_ta(dv[c], desc_mn(so + c * Q_PANEL + ks * 16 * 128), desc_k(pt + ks * 32));
+          wgmma_n32_ta(dk[c], desc_mn(sq + c * Q_PANEL + ks * 16 * 128), desc_k(st + ks * 32));
+        }
+      wgmma_commit();
+    }
+    wgmma_wait<1>();
+    dq_reduce(0);
+    // dV and dK retired in both warpgroups: Q and dO are free for the next tile's loads.
+    wgmma_wait<0>();
+    __syncthreads();
+    if (tn < ntile) stage(tn, par ^ 1);
+#pragma unroll
+    for (int c = 1; c < NP; ++c) {
+      wgmma_fence();
+      dq_issue(c);
+      // Retire every group inside the iteration: one in flight across the back edge makes
+      // ptxas serialize the kernel's wgmmas (C7514/C7515, ffpa_fwd_sm90.cuh).
+      wgmma_wait<0>();
+      dq_reduce(c);
+    }
+    t = tn;
+    par ^= 1;
+  }
+#pragma unroll
+  for (int c = 0; c < NP; ++c) {
+    fence_acc(dv[c]);
+    fence_acc(dk[c]);
+  }
+  cp_async_wait<0>();  // no query tile at all: K/V copies still in flight
+
+  // dK, dV of the key tile in the input dtype (zero where no query saw a key). The accumulators
+  // are transposed (rows: D, columns: keys), so neighbours in a register pair are two keys.
+  u16* dkb = static_cast<u16*>(p.dk) + b * p.dk_batch_stride + kvh * p.dk_head_stride;
+  u16* dvb = static_cast<u16*>(p.dv) + b * p.dv_batch_stride + kvh * p.dv_head_stride;
+#pragma unroll
+  for (int c = 0; c < NP; ++c)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int col = wg * DH + c * 64 + wq * 16 + (lane >> 2) + h * 8;
+      if (col >= D) continue;
+#pragma unroll
+      for (int n = 0; n < 4; ++n) {
+        const u32 k2 = pack2(dk[c][n][h * 2] * f.scale, dk[c][n][h * 2 + 1] * f.scale);
+        const u32 v2 = pack2(dv[c][n][h * 2], dv[c][n][h * 2 + 1]);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int key = key0 + n * 8 + e;
+          if (key >= f.Nkv) continue;
+          dkb[key * p.dk_row_stride + col] = (u16)(e ? k2 >> 16 : k2);
+          dvb[key * p.dv_row_stride + col] = (u16)(e ? v2 >> 16 : v2);
+        }
+      }
+    }
+}
+
+#include "ffpa_bwd_aux.cuh"

@@ -1,0 +1,109 @@
+#include "variants/ffpa_bwd_sm90_kernel.hpp"
+
+#include <cstdint>
+
+#include "core/error.hpp"
+#include "variants/ffpa_variant.hpp"
+
+namespace ffpa::bwd90 {
+using namespace ffpa_family;
+namespace {
+
+// Registers ptxas needs besides the accumulators (descriptors, row table, P/dS temporaries, the
+// S and dP partials of phase 1), read off compiled configurations (tests/test_bwd90_compile).
+constexpr int kRegisterOverhead = 64;
+
+int padded(int D) {
+  return padded_d(D, 128);
+}
+
+}  // namespace
+
+constexpr Knob<Config> kKnobs[] = {{"panels", &Config::panels}};
+
+std::string problem_check(const Problem& pr) {
+  const int64_t D = pr.shape.D;
+  if (D > kMaxD)
+    return "D=" + std::to_string(D) + ": ffpa-bwd-sm90 keeps dK and dV in registers, D must be " +
+           "at most " + std::to_string(kMaxD);
+  if (pr.mask != MaskKind::none) return "ffpa-bwd-sm90 does not handle a bias (dBias) yet";
+  if (pr.dropout > 0) return "ffpa-bwd-sm90 does not handle dropout yet";
+  return {};
+}
+
+std::string device_check(const gpu::DeviceInfo& d) {
+  return d.sm_major == 9 ? "" : "ffpa-bwd-sm90 needs sm_90 (wgmma)";
+}
+
+const std::vector<std::string>& knob_names() {
+  static const std::vector<std::string> names = ffpa_family::knob_names(kKnobs);
+  return names;
+}
+
+Config Config::from_knobs(const Knobs& k) {
+  return read_knobs(kKnobs, k);
+}
+
+Knobs Config::knobs() const {
+  return knobs_of(kKnobs, *this);
+}
+
+Config default_config(const Problem&) {
+  return {};  // one barrier per 64-column panel: phase 1 starts on the first one
+}
+
+int smem_bytes(const Config&, int D) {
+  // alignment slack, K and V, Q and dO, P^T and dS^T, the exchange, two row tables
+  const int dp = padded(D);
+  return 1024 + 2 * Config::Bc * dp * 2 + 2 * 64 * dp * 2 + 2 * Config::Bc * 64 * 2 +
+         2 * 4 * 128 * 16 + 2 * 64 * 16;
+}
+
+int accumulator_registers(const Config&, int D) {
+  // dV^T and dK^T (2 x DP/2 x 32 over 128 threads), the dQ chunk (64 x 64 over 128)
+  return padded(D) / 4 + 32;
+}
+
+std::string check(const Config& c, int D, int smem_limit) {
+  auto s = [](int v) { return std::to_string(v); };
+  if (D % 8 || D > kMaxD)
+    return "D=" + s(D) +
+           ": ffpa-bwd-sm90 keeps dK and dV in registers, D must be a multiple of 8, at most " +
+           s(kMaxD);
+  if (c.panels < 1 || (padded(D) / 128) % c.panels)
+    return "panels=" + s(c.panels) + " must divide " + s(padded(D) / 128) +
+           " (the 64-column panels of a warpgroup's half of D)";
+  return check_resources(smem_bytes(c, D), smem_limit, Config::threads(),
+                         accumulator_registers(c, D) + kRegisterOverhead);
+}
+
+std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
+  const auto d = define;
+  return {d("FFPA_D", f.D),           d("FFPA_PPG", c.panels), d("FFPA_BF16", f.bf16),
+          d("FFPA_CAUSAL", f.causal), d("FFPA_BIAS", 0),       d("FFPA_DBIAS", 0),
+          d("FFPA_DROPOUT", 0)};
+}
+
+nvrtc::Compiled compile(const Config& c, const bwd::Features& f) {
+  return nvrtc::compile("ffpa_bwd_sm90.cuh", nvrtc_options(c, f), "sm_90a");
+}
+
+nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
+  if (auto why = device_check(dev); !why.empty()) throw Unsupported(why);
+  if (auto why = problem_check(pr); !why.empty()) throw Unsupported(why);
+  const int D = static_cast<int>(pr.shape.D);
+  if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
+  nvrtc::Compiled comp = compile(c, bwd::Features::of(pr));
+  refuse_spills(comp, "ffpa_bwd_sm90_kernel");
+  return comp;
+}
+
+std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams& params,
+                         const gpu::DeviceInfo& dev) {
+  if (params.dbias) throw RunError("ffpa-bwd-sm90: no bias, so no dbias");
+  const nvrtc::Compiled comp = compile_for(pr, c, dev);
+  return bwd::make_op(pr, comp, "ffpa_bwd_sm90_kernel", Config::Bc, Config::threads(),
+                      smem_bytes(c, static_cast<int>(pr.shape.D)), params, dev);
+}
+
+}  // namespace ffpa::bwd90

@@ -1,0 +1,58 @@
+// The Hopper wgmma backward (kernels/ffpa_bwd_sm90.cuh) below the Variant interface: its
+// configuration, what a configuration costs, the NVRTC options it compiles with, and an Op bound to
+// a filled FfpaBwdParams. Features are the sm80 backward's (bwd::Features); the preprocess and
+// convert kernels and the Op (workspaces, launches) are shared with it (bwd::make_op).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/types.hpp"
+#include "gpu/cuda.hpp"
+#include "gpu/nvrtc.hpp"
+#include "params.h"
+#include "variants/ffpa_bwd_kernel.hpp"
+#include "variants/op.hpp"
+
+namespace ffpa::bwd90 {
+
+// Knobs of the kernel, as in configs/grids/ffpa-bwd-sm90.json. The block is fixed: 32 keys, query
+// tiles of 64 rows, two warpgroups splitting D.
+struct Config {
+  int panels = 1;  // 64-column panels of each half per Q/dO cp.async group (divides DP / 128)
+
+  static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
+  Knobs knobs() const;
+  static constexpr int threads() { return 256; }
+  static constexpr int Bc = 32;
+};
+
+constexpr int kMaxD = 512;  // dK and dV (D x 32 fp32 a warpgroup each) live in registers
+
+// Empty when the kernel handles the problem: D a multiple of 8 up to 512, no bias, no dropout.
+std::string problem_check(const Problem&);
+// Empty on an sm_90 device (wgmma).
+std::string device_check(const gpu::DeviceInfo&);
+
+const std::vector<std::string>& knob_names();
+Config default_config(const Problem&);
+int smem_bytes(const Config&, int D);
+// Accumulator registers per thread (dK, dV, and dQ's chunk), the part that grows with D.
+int accumulator_registers(const Config&, int D);
+// Empty when the configuration can run D on a device of this shared-memory limit.
+std::string check(const Config&, int D, int smem_limit);
+
+std::vector<std::string> nvrtc_options(const Config&, const bwd::Features&);
+// Compiles (or reads from the cubin cache) for sm_90a.
+nvrtc::Compiled compile(const Config&, const bwd::Features&);
+
+// What bind() compiles for the problem on the device; needs no GPU. Throws Unsupported off
+// Hopper, for a problem the kernel refuses, when the configuration does not fit or ptxas spilled.
+nvrtc::Compiled compile_for(const Problem&, const Config&, const gpu::DeviceInfo&);
+
+// Binds a compiled configuration to tensors described by `params` (as for bwd::bind; dbias null).
+std::unique_ptr<Op> bind(const Problem&, const Config&, const FfpaBwdParams& params,
+                         const gpu::DeviceInfo&);
+
+}  // namespace ffpa::bwd90
