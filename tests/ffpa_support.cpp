@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -361,6 +362,121 @@ gpu::DeviceBuffer big_random(int64_t n, std::mt19937& rng) {
     FFPA_CUDA(cudaMemcpy(d.as<uint16_t>() + i, b.data(), std::min(block, n - i) * 2,
                          cudaMemcpyHostToDevice));
   return d;
+}
+
+namespace {
+
+struct Error {
+  double max_err = 0, max_ref = 0, rel_l2 = 0;
+  int64_t unwritten = 0;  // NaN left from the poison (or any non-finite value)
+};
+
+Error compare(const std::vector<double>& got, const std::vector<double>& ref) {
+  Error r;
+  double d2 = 0, r2 = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(got[i])) {
+      ++r.unwritten;
+      continue;
+    }
+    const double e = std::abs(got[i] - ref[i]);
+    r.max_err = std::max(r.max_err, e);
+    r.max_ref = std::max(r.max_ref, std::abs(ref[i]));
+    d2 += e * e;
+    r2 += ref[i] * ref[i];
+  }
+  r.rel_l2 = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+  return r;
+}
+
+}  // namespace
+
+std::string describe(const Problem& pr) {
+  const auto& s = pr.shape;
+  char buf[256];
+  std::snprintf(
+      buf, sizeof buf,
+      "D=%lld B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld causal=%s mask=%s/%s dropout=%g %s",
+      (long long)s.D, (long long)s.B, (long long)s.Hq, (long long)s.Hkv, (long long)s.Nq,
+      (long long)s.Nkv, to_string(pr.causal).c_str(), to_string(pr.mask).c_str(),
+      to_string(pr.mask_dtype).c_str(), pr.dropout, to_string(pr.dtype).c_str());
+  return buf;
+}
+
+void expect_backward_close(const Problem& pr, const std::string& config, const BindBackward& bind) {
+  const auto& s = pr.shape;
+  const Half h{pr.dtype};
+  std::mt19937 rng(static_cast<uint32_t>(pr.seed * 7919 + s.D * 31 + s.Nq * 7 + s.Nkv));
+  HostAttnInputs in;
+  const DeviceInputs d = upload_inputs(pr, rng, true, in);
+  const int64_t nq = s.B * s.Hq * s.Nq * s.D, nkv = s.B * s.Hkv * s.Nkv * s.D;
+  gpu::DeviceBuffer dbias;
+  const bool fp32_bias = pr.mask_dtype == MaskDtype::fp32;
+  if (pr.mask != MaskKind::none)
+    dbias = poisoned(static_cast<size_t>(pr.mask_elems()) * (fp32_bias ? 4 : 2));
+  const HostAttnOutputs ref = cpu_attention(pr, in);
+  gpu::DeviceBuffer o = upload_half(ref.o, h);
+  std::vector<float> lse_f(ref.lse.begin(), ref.lse.end());
+  gpu::DeviceBuffer lse(lse_f.size() * 4);
+  FFPA_CUDA(cudaMemcpy(lse.get(), lse_f.data(), lse.bytes(), cudaMemcpyHostToDevice));
+  gpu::DeviceBuffer dq = poisoned(static_cast<size_t>(nq) * 2);
+  gpu::DeviceBuffer dk = poisoned(static_cast<size_t>(nkv) * 2);
+  gpu::DeviceBuffer dv = poisoned(static_cast<size_t>(nkv) * 2);
+
+  FfpaBwdParams p{};
+  FfpaFwdParams& f = p.fwd;
+  f = contiguous_params(pr, in);
+  f.q = d.q.get(), f.k = d.k.get(), f.v = d.v.get(), f.o = o.get(), f.lse = lse.as<float>();
+  f.bias = d.bias.get();
+  f.num_splits = 1;
+  p.do_row_stride = p.dq_row_stride = f.q_row_stride;
+  p.do_head_stride = p.dq_head_stride = f.q_head_stride;
+  p.do_batch_stride = p.dq_batch_stride = f.q_batch_stride;
+  p.dk_row_stride = p.dv_row_stride = f.k_row_stride;
+  p.dk_head_stride = p.dv_head_stride = f.k_head_stride;
+  p.dk_batch_stride = p.dv_batch_stride = f.k_batch_stride;
+  p.dout = d.dout.get();
+  p.dq = dq.get(), p.dk = dk.get(), p.dv = dv.get(), p.dbias = dbias.get();
+
+  const gpu::DeviceInfo dev = gpu::open_device(0);
+  INFO(describe(pr) << " cfg=" << config);
+  auto op = bind(p, dev);
+  gpu::Stream stream;
+  op->launch(stream.get());
+  gpu::check_launch("ffpa_bwd");
+  stream.sync();
+  // A second launch must give the same result: the workspaces are re-zeroed inside launch().
+  op->launch(stream.get());
+  gpu::check_launch("ffpa_bwd");
+  stream.sync();
+
+  // bf16 keeps 8 mantissa bits (fp16 11): P and dS are rounded once each before their GEMMs.
+  const double eps = pr.dtype == Dtype::bf16 ? 1.0 / 256 : 1.0 / 2048;
+  auto expect = [&](const char* name, const std::vector<double>& got,
+                    const std::vector<double>& want) {
+    const Error e = compare(got, want);
+    INFO(name << ": max_err=" << e.max_err << " max_ref=" << e.max_ref << " rel_l2=" << e.rel_l2
+              << " unwritten=" << e.unwritten);
+    CHECK(e.unwritten == 0);
+    CHECK(e.rel_l2 < 3 * eps);
+    // A gradient that is zero through cancellation (one visible key: dS = P(dP - delta) with
+    // P = 1) keeps the fp32 rounding of dP and delta, ~1e-5 here: the floor sits above it.
+    CHECK(e.max_err < 8 * eps * std::max(1e-2, e.max_ref));
+  };
+  expect("dq", download_half(dq, h), ref.dq);
+  expect("dk", download_half(dk, h), ref.dk);
+  expect("dv", download_half(dv, h), ref.dv);
+  if (pr.mask != MaskKind::none) {
+    std::vector<double> got;
+    if (fp32_bias) {
+      std::vector<float> x(static_cast<size_t>(pr.mask_elems()));
+      FFPA_CUDA(cudaMemcpy(x.data(), dbias.get(), dbias.bytes(), cudaMemcpyDeviceToHost));
+      got.assign(x.begin(), x.end());
+    } else {
+      got = download_half(dbias, h);
+    }
+    expect("dbias", got, ref.dbias);
+  }
 }
 
 }  // namespace ffpa::test

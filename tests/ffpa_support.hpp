@@ -1,6 +1,7 @@
 // Helpers shared by the ffpa kernel tests (test_kernel_compile, test_bwd_compile, gpu_ffpa_fwd,
-// gpu_ffpa_fwd_sm90, gpu_ffpa_bwd): problems, 16-bit conversions, device uploads, contiguous
-// kernel parameters and the forward check against the CPU reference.
+// gpu_ffpa_fwd_sm90, gpu_ffpa_bwd, gpu_ffpa_bwd_sm90): problems, 16-bit conversions, device
+// uploads, contiguous kernel parameters and the forward and backward checks against the CPU
+// reference.
 #pragma once
 
 #include <cstdint>
@@ -81,6 +82,18 @@ void expect_forward_close(const Problem&, const std::string& config, const BindF
 // The variant bound through AttnTensors (as the runner binds it) into poisoned outputs passes the
 // runner's FA3-rule check against the GPU fp32 reference, for each problem.
 void expect_forward_variant_passes(Variant&, const std::vector<Problem>&);
+
+// "D=.. B=.. Hq=.. Hkv=.. Nq=.. Nkv=.. causal=.. mask=../.. dropout=.. dtype" of a problem.
+std::string describe(const Problem&);
+
+// One backward op (bind makes it from the parameters) launched twice (the workspaces are re-zeroed
+// inside launch()) on random inputs with random dO, the CPU reference forward's o (rounded to the
+// dtype) and lse, into poisoned outputs; dq, dk, dv (and dbias) are checked against the double
+// CPU reference: every element written, rel. L2 < 3 eps, max error < 8 eps * max(1e-2, max|ref|).
+// `config` describes the configuration.
+using BindBackward =
+    std::function<std::unique_ptr<Op>(const FfpaBwdParams&, const gpu::DeviceInfo&)>;
+void expect_backward_close(const Problem&, const std::string& config, const BindBackward& bind);
 
 // Large-problem bf16 inputs: a random block tiled over the buffer (random, never zeros, cheap).
 gpu::DeviceBuffer big_random(int64_t n, std::mt19937& rng);

@@ -1,0 +1,193 @@
+// The Hopper wgmma backward (ffpa-bwd-sm90) against the double-precision CPU reference on random
+// data (random dO, the reference forward's o and lse): self, cross, decode, GQA/MQA, causal both
+// alignments (Nq < Nkv and Nq > Nkv), lengths 1, 7, 127, 1000, B > 1, D 64..512 (padded to 128
+// inside), both dtypes, every panel grouping. Outputs are poisoned (NaN) before the run so an
+// unwritten element fails; the tolerances are gpu_ffpa_bwd's (expect_backward_close). "[bench]"
+// times B=1 H=32 N=8192 against ffpa-bwd-sm80 with CUDA events. Needs an sm_90 GPU: elsewhere
+// every case warns and returns.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "ffpa_support.hpp"
+#include "gpu/cuda.hpp"
+#include "reference/reference.hpp"
+#include "runner/tensors.hpp"
+#include "variants/ffpa_bwd_kernel.hpp"
+#include "variants/ffpa_bwd_sm90.hpp"
+#include "variants/ffpa_bwd_sm90_kernel.hpp"
+#include "variants/ffpa_fwd.hpp"
+
+using namespace ffpa;
+using namespace ffpa::test;
+
+namespace {
+
+bool hopper() {
+  static const bool yes = gpu::open_device(0).sm_major == 9;
+  if (!yes) WARN("not an sm_90 GPU: ffpa-bwd-sm90 is not tested here");
+  return yes;
+}
+
+void expect_close(const Problem& pr, std::optional<bwd90::Config> cfg = std::nullopt) {
+  const bwd90::Config c = cfg ? *cfg : bwd90::default_config(pr);
+  expect_backward_close(
+      pr, to_string(c.knobs()), [&](const FfpaBwdParams& p, const gpu::DeviceInfo& dev) {
+        REQUIRE(bwd90::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).empty());
+        return bwd90::bind(pr, c, p, dev);
+      });
+}
+
+constexpr Dtype kTypes[] = {Dtype::bf16, Dtype::fp16};
+
+}  // namespace
+
+TEST_CASE("bwd90: smallest case first (one key tile, one query tile, D=128)", "[gpu]") {
+  if (!hopper()) return;
+  expect_close(make(1, 1, 1, 64, 32, 128));
+}
+
+TEST_CASE("bwd90: self-attention, lengths 1, 7, 127, 1000, D 64, 320, 512, B > 1", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : {64, 320, 512}) {
+      for (int n : {1, 7, 127, 1000}) expect_close(make(1, n == 1000 ? 1 : 2, 1, n, n, D, dt));
+      expect_close(make(2, 2, 2, 77, 77, D, dt));  // B > 1
+    }
+}
+
+TEST_CASE("bwd90: head dims 64..512, padded to whole 128-column halves", "[gpu]") {
+  if (!hopper()) return;
+  for (int D : {72, 128, 136, 256, 384, 504}) expect_close(make(1, 2, 2, 100, 90, D));
+}
+
+TEST_CASE("bwd90: cross-attention and decode (Nq = 1)", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : {64, 320, 512}) {
+      expect_close(make(2, 2, 2, 45, 150, D, dt));
+      expect_close(make(2, 4, 4, 1, 333, D, dt));
+      expect_close(make(1, 8, 2, 1, 200, D, dt));  // decode GQA: 4 rows of one query tile
+    }
+}
+
+TEST_CASE("bwd90: GQA and MQA, dK/dV summed over the group inside the kernel", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : {64, 320, 512}) {
+      expect_close(make(2, 8, 2, 50, 90, D, dt));
+      expect_close(make(1, 6, 1, 45, 70, D, dt));
+    }
+}
+
+TEST_CASE("bwd90: causal, both alignments, Nq < Nkv and Nq > Nkv", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : {64, 320, 512})
+      for (Causal c : {Causal::bottom_right, Causal::top_left})
+        for (auto [nq, nkv] : {std::pair{99, 99}, {40, 150}, {150, 40}, {1, 77}, {1000, 1000}}) {
+          Problem p = make(2, 4, 2, nq, nkv, D, dt);
+          if (nq == 1000) p.shape.B = 1, p.shape.Hq = 2, p.shape.Hkv = 1;
+          p.causal = c;
+          expect_close(p);
+        }
+}
+
+TEST_CASE("bwd90: every panel grouping", "[gpu]") {
+  if (!hopper()) return;
+  for (auto [D, panels] : {std::pair{512, 2}, {512, 4}, {320, 3}, {504, 2}}) {
+    Problem p = make(2, 4, 2, 90, 110, D);
+    p.causal = Causal::bottom_right;
+    bwd90::Config c;
+    c.panels = panels;
+    INFO("panels=" << panels);
+    expect_close(p, c);
+  }
+}
+
+TEST_CASE("bwd90: the variant through AttnTensors passes the runner's FA3-rule check", "[gpu]") {
+  if (!hopper()) return;
+  auto v = make_ffpa_bwd_sm90();
+  Problem self = make(2, 8, 2, 333, 333, 512);
+  self.causal = Causal::bottom_right;
+  const Problem dec = make(1, 16, 4, 1, 3000, 320, Dtype::fp16);
+  const Problem odd = make(1, 4, 4, 257, 300, 136);
+  for (const Problem& p : {self, dec, odd}) {
+    INFO(describe(p));
+    REQUIRE(v->supports(p).ok());
+    AttnTensors t(p, Pass::bwd);
+    const Reference ref = compute_reference(t, Pass::bwd);
+    write_forward_outputs(t, ref);
+    for (gpu::DeviceBuffer* b : {&t.dq, &t.dk, &t.dv})
+      FFPA_CUDA(cudaMemset(b->get(), 0xff, b->bytes()));
+    FFPA_CUDA(cudaDeviceSynchronize());
+    auto op = v->bind(p, v->default_knobs(p), t);
+    op->launch(nullptr);
+    FFPA_CUDA(cudaDeviceSynchronize());
+    const auto checks = check_outputs(t, ref, Pass::bwd);
+    REQUIRE(checks.size() == 3u);
+    expect_passed(checks);
+  }
+}
+
+namespace {
+
+// Forward (ffpa-fwd-sm80) for o and lse, then the backward timed with CUDA events.
+void bench(const char* name, const Problem& pr, const char* which,
+           const std::function<std::unique_ptr<Op>(AttnTensors&, const gpu::DeviceInfo&)>& bind) {
+  const gpu::DeviceInfo dev = gpu::open_device(0);
+  AttnTensors t(pr, Pass::bwd);
+  auto fwd_variant = make_ffpa_fwd_sm80();
+  {
+    auto fwd_op = fwd_variant->bind(pr, fwd_variant->default_knobs(pr), t);
+    fwd_op->launch(nullptr);
+    FFPA_CUDA(cudaDeviceSynchronize());  // before its library is unloaded
+  }
+  std::unique_ptr<Op> op;
+  try {
+    op = bind(t, dev);
+  } catch (const Unsupported& e) {
+    std::printf("%-8s %s %s: unsupported (%s)\n", name, describe(pr).c_str(), which, e.what());
+    return;
+  }
+  const double med = median_ms(*op, 2, 5, name);
+  std::printf("%-8s %s %-22s %9.3f ms %7.1f TFLOPS\n", name, describe(pr).c_str(), which, med,
+              pr.flops(Pass::bwd) / (med * 1e9));
+}
+
+void bench90(const char* name, const Problem& pr, const bwd90::Config& c) {
+  const std::string which = "sm90 " + to_string(c.knobs());
+  bench(name, pr, which.c_str(), [&](AttnTensors& t, const gpu::DeviceInfo& dev) {
+    return bwd90::bind(pr, c, t.bwd_params(), dev);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("sm90 backward timings", "[.][bench]") {
+  if (!hopper()) return;
+  const int N = 8192;
+  for (int D : {512, 320}) {
+    const Problem self = make(1, 32, 32, N, N, D);
+    bench90("self", self, bwd90::default_config(self));
+    bench("self", self, "sm80 default", [&](AttnTensors& t, const gpu::DeviceInfo& dev) {
+      return bwd::bind(self, bwd::default_config(self), t.bwd_params(), dev);
+    });
+    if (D != 512) {
+      bench90("panels", self, bwd90::Config{3});
+      continue;
+    }
+    for (int panels : {2, 4}) bench90("panels", self, bwd90::Config{panels});
+    Problem causal = self;
+    causal.causal = Causal::bottom_right;
+    bench90("causal", causal, bwd90::default_config(causal));
+    bench90("gqa", make(1, 32, 8, N, N, D), bwd90::default_config(self));
+    bench90("cross", make(1, 32, 32, 1024, N, D), bwd90::default_config(self));
+    bench90("decode", make(1, 32, 32, 1, N, D), bwd90::default_config(self));
+  }
+}
