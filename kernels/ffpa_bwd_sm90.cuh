@@ -5,7 +5,7 @@
 //   FFPA_D       head dim (multiple of 8, at most 512)
 //   FFPA_PPG     64-column panels of each half of D per Q/dO cp.async group (divides DP / 128):
 //                phase 1 waits for (and meets at a block barrier on) each group
-//   FFPA_BF16, FFPA_CAUSAL as in ffpa_bwd.cuh (no bias, no dropout: the variant refuses them)
+//   FFPA_BF16, FFPA_CAUSAL, FFPA_DROPOUT as in ffpa_bwd.cuh (no bias: the variant refuses it)
 //
 // Layout of the work: a block is one key tile of BC = 32 keys of one kv head (and batch), two
 // warpgroups; it loops over the query tiles (64 rows) of the packed group * Nq rows of every q
@@ -18,9 +18,10 @@
 //    A and B from shared memory, K-major (the forward's QK);
 //  - exchange: each thread hands the other warpgroup the partials of the rows the other finishes
 //    (the accumulator rows of h = 1 - w) and adds the other's partials of its own rows (h = w);
-//  - P = exp2(S scale log2e - lse log2e) (masked: 0), dS = P (dP - delta) for its rows, stored
-//    transposed (P^T, dS^T: [key][query row], 128-byte rows) in the input dtype;
-//  - dV^T[half w] += dO[:, half w]^T P and dK^T[half w] += Q[:, half w]^T dS: M = D, so the fp32
+//  - P = exp2(S scale log2e - lse log2e) (masked: 0), with dropout Pd = P keep / (1 - p) (else
+//    Pd = P), dS = Pd dP - P delta for its rows, stored transposed (Pd^T, dS^T: [key][query row],
+//    128-byte rows) in the input dtype;
+//  - dV^T[half w] += dO[:, half w]^T Pd and dK^T[half w] += Q[:, half w]^T dS: M = D, so the fp32
 //    accumulators are DP/128 m64n32 tiles each (D = 512: 64 + 64 registers); A = dO^T / Q^T is the
 //    resident tile read MN-major (imm-trans-a), B = P^T / dS^T K-major;
 //  - dQ[:, half w] = dS K[:, half w] in 64-column chunks (m64n64k16, A = dS^T read MN-major, B = K
@@ -368,17 +369,36 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
       const int r = rti[2 * BR + row];
       const int causal_lim = r + diag - key0;  // columns past it are masked
       const int kv_lim = f.Nkv - key0;
+#if FFPA_DROPOUT
+      // The forward's element ((b Hq + hq) Nq + r) Nkv + key of the Philox stream.
+      const unsigned long long erow =
+          (((unsigned long long)b * f.Hq + rti[3 * BR + row]) * f.Nq + max(r, 0)) *
+              (unsigned long long)f.Nkv +
+          key0;
+#endif
 #pragma unroll
       for (int n = 0; n < 4; ++n) {
-        float pr[2], ds[2];
+        float pr[2], pd[2], ds[2];
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int kof = n * 8 + e;
           const bool masked = kof >= kv_lim || (FFPA_CAUSAL && kof > causal_lim);
           pr[e] = masked ? 0.f : exp2f(sm[n][e] * f.scale_log2 - l);
-          ds[e] = pr[e] * (dm[n][e] - dl);
+          pd[e] = pr[e];
         }
-        const u32 pp2 = pack2(pr[0], pr[1]), ds2 = pack2(ds[0], ds[1]);
+#if FFPA_DROPOUT
+        // Pd = P keep / (1 - p) goes to dV; dS = Pd dP - P delta (= P (dP keep / (1 - p) - delta)).
+        dropout2(f.dropout_seed, f.dropout_offset + erow + n * 8, f.dropout_p, pd);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          pd[e] *= f.dropout_scale;
+          ds[e] = pd[e] * dm[n][e] - pr[e] * dl;
+        }
+#else
+#pragma unroll
+        for (int e = 0; e < 2; ++e) ds[e] = pr[e] * (dm[n][e] - dl);
+#endif
+        const u32 pp2 = pack2(pd[0], pd[1]), ds2 = pack2(ds[0], ds[1]);
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const u32 off = tile_off(n * 8 + (lane & 3) * 2 + e, row, BC);

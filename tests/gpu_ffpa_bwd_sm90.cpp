@@ -1,10 +1,10 @@
 // The Hopper wgmma backward (ffpa-bwd-sm90) against the double-precision CPU reference on random
 // data (random dO, the reference forward's o and lse): self, cross, decode, GQA/MQA, causal both
 // alignments (Nq < Nkv and Nq > Nkv), lengths 1, 7, 127, 1000, B > 1, D 64..512 (padded to 128
-// inside), both dtypes, every panel grouping. Outputs are poisoned (NaN) before the run so an
-// unwritten element fails; the tolerances are gpu_ffpa_bwd's (expect_backward_close). "[bench]"
-// times B=1 H=32 N=8192 against ffpa-bwd-sm80 with CUDA events. Needs an sm_90 GPU: elsewhere
-// every case warns and returns.
+// inside), both dtypes, dropout up to D = 384, every panel grouping. Outputs are poisoned (NaN)
+// before the run so an unwritten element fails; the tolerances are gpu_ffpa_bwd's
+// (expect_backward_close). "[bench]" times B=1 H=32 N=8192 against ffpa-bwd-sm80 with CUDA events.
+// Needs an sm_90 GPU: elsewhere every case warns and returns.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -96,6 +96,23 @@ TEST_CASE("bwd90: causal, both alignments, Nq < Nkv and Nq > Nkv", "[gpu]") {
           p.causal = c;
           expect_close(p);
         }
+}
+
+TEST_CASE("bwd90: dropout replays the forward's Philox stream (D up to 384)", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : {64, 320, 384}) {
+      Problem p = make(2, 2, 1, 60, 75, D, dt);
+      p.dropout = 0.1;
+      expect_close(p);
+      Problem d = make(1, 4, 4, 1, 180, D, dt);
+      d.dropout = 0.2;
+      expect_close(d);
+      Problem c = make(2, 4, 2, 127, 99, D, dt);
+      c.causal = Causal::top_left;
+      c.dropout = 0.1;
+      expect_close(c);
+    }
 }
 
 TEST_CASE("bwd90: every panel grouping", "[gpu]") {
@@ -190,4 +207,10 @@ TEST_CASE("sm90 backward timings", "[.][bench]") {
     bench90("cross", make(1, 32, 32, 1024, N, D), bwd90::default_config(self));
     bench90("decode", make(1, 32, 32, 1, N, D), bwd90::default_config(self));
   }
+  Problem drop = make(1, 32, 32, N, N, 384);
+  drop.dropout = 0.1;
+  bench90("dropout", drop, bwd90::default_config(drop));
+  bench("dropout", drop, "sm80 default", [&](AttnTensors& t, const gpu::DeviceInfo& dev) {
+    return bwd::bind(drop, bwd::default_config(drop), t.bwd_params(), dev);
+  });
 }

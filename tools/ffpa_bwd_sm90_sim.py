@@ -22,7 +22,9 @@ every GPU test on the H200 first time; A MN-major (imm-trans-a) is read with the
 MN-major layout as B there (CUTLASS uses one set of GMMA layout atoms for A and B).
 
 Exact integers stand in for the arithmetic: P = ((S + L) % 5) + 1 with L the row's lse proxy
-(0 for a row without gradient, as exp2(x - inf)), delta an integer per row, dS = P (dP - delta).
+(0 for a row without gradient, as exp2(x - inf)), delta an integer per row, dS = P (dP - delta);
+with dropout a hash of the stream position stands in for Philox and 2 for 1 / (1 - p):
+Pd = P keep 2 (stored and used for dV), dS = Pd dP - P delta.
 The reference computes S, dP, masks, P, dS, dV, dK and dQ directly from the problem. Then every
 mutation in MUTATIONS (one wrong formula each) must make a check fail.
 Run: python3 tools/ffpa_bwd_sm90_sim.py
@@ -87,8 +89,9 @@ class Prob:
     """One kv head of batch 0: group q heads of Nq rows, Nkv keys; causal 0, 1 (bottom-right),
     2 (top-left)."""
 
-    def __init__(self, group, Nq, Nkv, causal, rng, D):
+    def __init__(self, group, Nq, Nkv, causal, rng, D, dropout=False):
         self.group, self.Nq, self.Nkv, self.causal = group, Nq, Nkv, causal
+        self.dropout, self.offset = dropout, 12345
         self.Hq = group
         rnd = lambda: rng.randint(-2, 2)  # noqa: E731
         self.q = [[[rnd() for _ in range(D)] for _ in range(Nq)] for _ in range(group)]
@@ -104,6 +107,14 @@ class Prob:
 
 def pfun(s, l):
     return 0 if l is None else ((s + l) % 5) + 1
+
+
+def keep(g):
+    """Stands in for the Philox decision of stream position g (dropout2 / ffpa_dropout_keep)."""
+    return (g * 2654435761 >> 7) % 3 != 0
+
+
+DSCALE = 2  # stands in for 1 / (1 - p)
 
 
 def run_block(cfg, pr, j, raw_base):
@@ -232,10 +243,12 @@ def run_block(cfg, pr, j, raw_base):
                         sm[n][e] = s[wg][t128][n * 4 + 2 * wg + e] + x[e]
                         dm[n][e] = dp[wg][t128][n * 4 + 2 * wg + e] + x[2 + e]
                 row = wq * 16 + (lane >> 2) + wg * 8
-                l, dl, r, _ = tab[row]
+                l, dl, r, hq_row = tab[row]
                 key0 = n0 + (lane & 3) * 2
                 causal_lim = r + diag - key0
                 kv_lim = pr.Nkv - key0
+                erow = ((0 * pr.Hq + (0 if mut("dropout_no_hq") else hq_row)) * pr.Nq +
+                        max(r, 0)) * pr.Nkv + key0
                 for n in range(4):
                     for e in range(2):
                         kof = n * 8 + e
@@ -245,7 +258,16 @@ def run_block(cfg, pr, j, raw_base):
                             cm = kof > causal_lim
                         masked = kof >= kv_lim or (pr.causal and cm)
                         p_ = 0 if masked else pfun(sm[n][e], l)
-                        ds = p_ * dm[n][e] - dl if mut("ds_formula") else p_ * (dm[n][e] - dl)
+                        if pr.dropout:
+                            g = pr.offset + erow + (n * 4 if mut("dropout_n4") else n * 8)
+                            pd = p_ * DSCALE if keep(g + e) else 0
+                            ds = pd * (dm[n][e] - dl) if mut("dropout_ds") else \
+                                pd * dm[n][e] - p_ * dl
+                            p_ = pd  # Pd^T is what the kernel stores
+                        elif mut("ds_formula"):
+                            ds = p_ * dm[n][e] - dl
+                        else:
+                            ds = p_ * (dm[n][e] - dl)
                         kl = n * 8 + (lane & 3) * 2 + e
                         off = tile_off(row, kl, BR) if mut("pt_untransposed") else \
                             tile_off(kl, row, BC)
@@ -348,9 +370,13 @@ def reference(cfg, pr, j):
                 s = sum(a * b for a, b in zip(q, pr.k[k]))
                 dpv = sum(a * b for a, b in zip(do, pr.v[k]))
                 p_ = pfun(s, pr.L[hq][r])
-                ds = p_ * (dpv - pr.delta[hq][r])
+                pd = p_
+                if pr.dropout:
+                    g = pr.offset + (hq * pr.Nq + r) * pr.Nkv + k
+                    pd = p_ * DSCALE if keep(g) else 0
+                ds = pd * dpv - p_ * pr.delta[hq][r]
                 for d in range(D):
-                    dv[(k, d)] += p_ * do[d]
+                    dv[(k, d)] += pd * do[d]
                     dk[(k, d)] += ds * q[d]
                     if ds:
                         key = (hq * pr.Nq + r, d)
@@ -397,12 +423,13 @@ MUTATIONS = [
     "no_xor", "sbo_512", "no_align", "kv_rows_br", "kk_16", "phase1_no_half",
     "exchange_wrong_half", "exchange_self", "causal_ge", "ds_formula", "pt_untransposed",
     "dq_no_half", "dq_a_no_step", "dq_swap_rows", "dvdk_a_step_8rows", "stage_same_parity",
-    "stage_h_pp_swapped", "epi_key_col", "skip_off_by_one", "wait_count",
+    "stage_h_pp_swapped", "epi_key_col", "skip_off_by_one", "wait_count", "dropout_n4",
+    "dropout_no_hq", "dropout_ds",
 ]
 
 
 def cases(quick):
-    # (D, PPG, group, Nq, Nkv, causal, j)
+    # (D, PPG, group, Nq, Nkv, causal, j[, dropout])
     full = [
         (64, 1, 1, 50, 40, 0, 1),     # rows past the end, keys past Nkv, key tile 1
         (136, 1, 2, 40, 70, 1, 1),    # GQA rows packed over two tiles, bottom-right causal
@@ -411,18 +438,20 @@ def cases(quick):
         (512, 1, 1, 100, 33, 1, 0),   # bottom-right with Nq > Nkv: rows without gradient
         (512, 2, 2, 40, 40, 0, 1),    # two panels a group, two tiles
         (64, 1, 1, 33, 50, 2, 1),     # the last row of the only query tile sees key n0 only
+        (136, 1, 3, 30, 70, 1, 1, True),  # dropout, GQA, bottom-right
+        (320, 3, 2, 40, 50, 0, 0, True),  # dropout, one group of 3 panels
     ]
     if quick:
-        return [full[1], full[2], full[4], full[5], full[6]]
+        return [full[1], full[2], full[4], full[5], full[6], full[7]]
     return full
 
 
 def check_all(quick=False):
     rng = random.Random(3)
     fails = []
-    for D, PPG, group, Nq, Nkv, causal, j in cases(quick):
+    for D, PPG, group, Nq, Nkv, causal, j, *drop in cases(quick):
         cfg = Cfg(D, PPG)
-        pr = Prob(group, Nq, Nkv, causal, rng, D)
+        pr = Prob(group, Nq, Nkv, causal, rng, D, bool(drop))
         e = check_case(cfg, pr, j)
         if e:
             fails.append((D, PPG, group, Nq, Nkv, causal, j, e[:3]))
@@ -439,7 +468,7 @@ def main():
         print("FAILED:", fails)
         return 1
     print("exact: dK, dV, dQ of a key tile over every query tile (D 64/136/320/512, panels per "
-          "group 1/2/3, GQA, causal both alignments, rows and keys past the end), cp.async groups")
+          "group 1/2/3, GQA, causal both alignments, rows and keys past the end, dropout), cp.async groups")
     ok = True
     for m in MUTATIONS:
         MUT.clear()
