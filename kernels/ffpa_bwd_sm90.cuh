@@ -4,7 +4,13 @@
 // The configuration comes in as macros (src/variants/ffpa_bwd_sm90_kernel.cpp sets them):
 //   FFPA_D       head dim (multiple of 8, at most 512)
 //   FFPA_PPG     64-column panels of each half of D per Q/dO cp.async group (divides DP / 128):
-//                phase 1 waits for (and meets at a block barrier on) each group
+//                phase 1 waits for (and meets at a barrier on) each group
+//   FFPA_SPLIT   0: the warpgroups meet at block barriers (phase-1 groups, exchange, P/dS, the
+//                release of Q/dO); 1: each warpgroup loads and guards its own half of K, V, Q, dO
+//                and its own row table with warpgroup barriers, the exchange pairs warp w of one
+//                with warp w of the other, and only the P/dS publication is a block barrier
+//                (P^T and dS^T double-buffered by tile parity), so the warpgroups drift apart
+//                by up to a tile phase (one reduces dQ while the other runs its wgmmas)
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_DROPOUT as in ffpa_bwd.cuh (no bias: the variant refuses it)
 //
 // Layout of the work: a block is one key tile of BC = 32 keys of one kv head (and batch), two
@@ -52,17 +58,23 @@ constexpr int KV_PANEL = BC * 128;
 constexpr int Q_PANEL = BR * 128;
 constexpr int KV_BYTES = BC * DP * 2;
 constexpr int Q_BYTES = BR * DP * 2;
+constexpr bool SPLIT = FFPA_SPLIT;
 constexpr int PT_BYTES = BC * BR * 2;      // P^T or dS^T
+constexpr int PT_SETS = SPLIT ? 2 : 1;     // (P^T, dS^T) pairs, by tile parity
 constexpr int X_BYTES = 2 * 4 * 128 * 16;  // exchange: [w][n8][thread] float4
-constexpr int ROW_BYTES = BR * 16;         // row table of a tile: lse, delta, r, hq
+constexpr int ROW_BYTES = BR * 8;          // row table of a tile: lse * log2(e), delta
+constexpr int ROW_TABLES = SPLIT ? 4 : 2;  // [warpgroup][parity] or [parity]
 constexpr int SMEM_BYTES =
-    1024 + 2 * KV_BYTES + 2 * Q_BYTES + 2 * PT_BYTES + X_BYTES + 2 * ROW_BYTES;
+    1024 + 2 * KV_BYTES + 2 * Q_BYTES + PT_SETS * 2 * PT_BYTES + X_BYTES + ROW_TABLES * ROW_BYTES;
+// Loads: SPLIT, a warpgroup its own half; else all threads both halves.
+constexpr int LT = SPLIT ? 128 : NT;
+constexpr int LHALVES = SPLIT ? 1 : 2;
 #define POS_INF __int_as_float(0x7f800000u)
 constexpr float LOG2E = 1.4426950408889634f;
 
 static_assert(D % 8 == 0 && D <= 512, "D: a multiple of 8, at most 512 (dK, dV live in registers)");
 static_assert(NP % PPG == 0, "a Q/dO group holds a whole share of the half's panels");
-static_assert((2 * PPG * BR * 8) % NT == 0, "whole 16-byte granules per thread");
+static_assert((LHALVES * PPG * BR * 8) % LT == 0, "whole 16-byte granules per thread");
 
 // Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"), as ffpa_fwd_sm90.cuh
 // encodes it: start address, LBO, SBO (>> 4), 128-byte swizzle (mode 1 in bits 62..63).
@@ -178,6 +190,13 @@ __device__ __forceinline__ void cp_async_wait_upto(int n) {
   else if constexpr (N > 0)
     cp_async_wait_upto<N - 1>(n);
 }
+// Named barriers: 1 + w for the 128 threads of warpgroup w, 3 + q for warp q of both warpgroups.
+__device__ __forceinline__ void wg_sync(int wg) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+}
+__device__ __forceinline__ void pair_sync(int wq) {
+  asm volatile("bar.sync %0, 64;\n" ::"r"(3 + wq) : "memory");
+}
 __device__ __forceinline__ void st_b16(u32 addr, u32 v) {
   asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"((u16)v));
 }
@@ -201,19 +220,30 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
   unsigned char* smem = smem_raw + (sK - raw);
   const u32 sV = sK + KV_BYTES;
   const u32 sQ = sV + KV_BYTES;
-  const u32 sO = sQ + Q_BYTES;  // dO
-  const u32 sPt = sO + Q_BYTES;
-  const u32 sSt = sPt + PT_BYTES;  // dS^T
-  float4* xbuf = reinterpret_cast<float4*>(smem + 2 * KV_BYTES + 2 * Q_BYTES + 2 * PT_BYTES);
+  const u32 sO = sQ + Q_BYTES;    // dO
+  const u32 sPt0 = sO + Q_BYTES;  // P^T, then dS^T, of each set
+  float4* xbuf =
+      reinterpret_cast<float4*>(smem + 2 * KV_BYTES + 2 * Q_BYTES + PT_SETS * 2 * PT_BYTES);
   // Row tables of two consecutive query tiles (the next one is staged while dQ of this one is
-  // still reduced): per row lse * log2(e) (+inf: no gradient), delta, query row (-1 past the
-  // end), q head.
-  unsigned char* rows_base = smem + 2 * KV_BYTES + 2 * Q_BYTES + 2 * PT_BYTES + X_BYTES;
+  // still reduced; SPLIT: one pair per warpgroup): per row lse * log2(e) (+inf: no gradient) and
+  // delta.
+  unsigned char* rows_base = smem + 2 * KV_BYTES + 2 * Q_BYTES + PT_SETS * 2 * PT_BYTES + X_BYTES;
 
   const int tid = threadIdx.x, lane = tid & 31;
   // The warpgroup index through a shuffle, so that ptxas knows it is warp-uniform (CUTLASS does the
   // same): the shared addresses and descriptors derived from it stay in uniform registers.
   const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0), t128 = tid & 127, wq = t128 >> 5;
+  const int lt = SPLIT ? t128 : tid;  // this thread among the LT loading threads
+  // SPLIT: the K, V, Q, dO columns a warpgroup loads; else all of them.
+  constexpr int LW = SPLIT ? DH : DP;
+  const int lc0 = SPLIT ? wg * DH : 0;
+  // Waits for the warpgroup (SPLIT) or the block.
+  auto sync_own = [&] {
+    if (SPLIT)
+      wg_sync(wg);
+    else
+      __syncthreads();
+  };
   const int n0 = blockIdx.x * BC;
   const int kvh = blockIdx.y, b = blockIdx.z;
   const int rows_total = f.group * f.Nq;
@@ -225,8 +255,8 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
     const u16* kb = static_cast<const u16*>(f.k) + b * f.k_batch_stride + kvh * f.k_head_stride;
     const u16* vb = static_cast<const u16*>(f.v) + b * f.v_batch_stride + kvh * f.v_head_stride;
 #pragma unroll 4
-    for (int idx = tid; idx < BC * DP / 8; idx += NT) {
-      const int row = idx / (DP / 8), col = (idx % (DP / 8)) * 8;
+    for (int idx = lt; idx < BC * LW / 8; idx += LT) {
+      const int row = idx / (LW / 8), col = lc0 + (idx % (LW / 8)) * 8;
       const int key = n0 + row;
       const bool ok = key < f.Nkv && col < D;
       const u32 off = tile_off(row, col, BC);
@@ -247,35 +277,31 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
   };
 
   // Row table (into parity par) and the NG cp.async groups of Q and dO of query tile t; group g
-  // holds panels g * PPG .. + PPG - 1 of both halves.
+  // holds panels g * PPG .. + PPG - 1 of both halves (SPLIT: of the warpgroup's half).
   const u16* qb = static_cast<const u16*>(f.q) + b * f.q_batch_stride;
   const u16* ob = static_cast<const u16*>(p.dout) + b * p.do_batch_stride;
   auto stage = [&](int t, int par) {
     const int m0 = t * BR;
-    if (tid < BR) {
-      const int i = m0 + tid;
-      int r = -1, hq = kvh * f.group;
+    if (lt < BR) {
+      const int i = m0 + lt;
       float l = POS_INF, dl = 0.f;
       if (i < rows_total) {
-        r = i % f.Nq;
-        hq += i / f.Nq;
-        const long long lrow = ((long long)b * f.Hq + hq) * f.Nq + r;
+        const long long lrow = ((long long)b * f.Hq + kvh * f.group + i / f.Nq) * f.Nq + i % f.Nq;
         const float x = f.lse[lrow];
         if (x != NEG_INF) l = x * LOG2E;  // a row that sees no key has no gradient
         dl = p.delta[lrow];
       }
-      float* rt = reinterpret_cast<float*>(rows_base + par * ROW_BYTES);
-      rt[tid] = l;
-      rt[BR + tid] = dl;
-      reinterpret_cast<int*>(rt)[2 * BR + tid] = r;
-      reinterpret_cast<int*>(rt)[3 * BR + tid] = hq;
+      float* rt = reinterpret_cast<float*>(rows_base + ((SPLIT ? wg * 2 : 0) + par) * ROW_BYTES);
+      rt[lt] = l;
+      rt[BR + lt] = dl;
     }
 #pragma unroll
     for (int g = 0; g < NG; ++g) {
 #pragma unroll
-      for (int it = 0; it < 2 * PPG * BR * 8 / NT; ++it) {
-        const int idx = tid + it * NT;
-        const int h = idx / (PPG * BR * 8), pp = idx / (BR * 8) % PPG, gq = idx % (BR * 8);
+      for (int it = 0; it < LHALVES * PPG * BR * 8 / LT; ++it) {
+        const int idx = lt + it * LT;
+        const int h = SPLIT ? wg : idx / (PPG * BR * 8), pp = idx / (BR * 8) % PPG;
+        const int gq = idx % (BR * 8);
         const int row = gq >> 3, col = h * DH + (g * PPG + pp) * 64 + (gq & 7) * 8;
         const int i = m0 + row;
         const bool ok = i < rows_total && col < D;
@@ -306,8 +332,16 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
   if (t < ntile) stage(t, 0);
   while (t < ntile) {
     const int tn = next_tile(t + 1);
-    const float* rt = reinterpret_cast<const float*>(rows_base + par * ROW_BYTES);
-    const int* rti = reinterpret_cast<const int*>(rt);
+    const float* rt =
+        reinterpret_cast<const float*>(rows_base + ((SPLIT ? wg * 2 : 0) + par) * ROW_BYTES);
+    const u32 sPt = sPt0 + (SPLIT ? par : 0) * 2 * PT_BYTES, sSt = sPt + PT_BYTES;  // dS^T
+    const int m0 = t * BR;
+    // Query row and q head of packed row `row` of the tile; r = -1 past the last row.
+    auto row_of = [&](int row, int& r, int& hq) {
+      const int i = m0 + row;
+      r = i < rows_total ? i % f.Nq : -1;
+      hq = kvh * f.group + i / f.Nq;
+    };
 
     // Phase 1: S_w and dP_w over the warpgroup's half of D, one wgmma group per Q/dO group.
     float s[4][4], dp[4][4];
@@ -315,7 +349,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
     for (int g = 0; g < NG; ++g) {
       cp_async_wait_upto<NG - 1>(NG - 1 - g);
       fence_proxy_async();  // cp.async writes are generic-proxy, wgmma reads async-proxy
-      __syncthreads();
+      sync_own();
       const int pn = wg * NP + g * PPG;  // first panel of the group in this half
       const u32 sq = opaque(sQ + pn * Q_PANEL), so = opaque(sO + pn * Q_PANEL);
       const u32 sk = opaque(sK + pn * KV_PANEL), sv = opaque(sV + pn * KV_PANEL);
@@ -351,7 +385,10 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
       for (int n = 0; n < 4; ++n)
         xbuf[(wg * 4 + n) * 128 + t128] = wg ? make_float4(s[n][0], s[n][1], dp[n][0], dp[n][1])
                                              : make_float4(s[n][2], s[n][3], dp[n][2], dp[n][3]);
-      __syncthreads();
+      if (SPLIT)
+        pair_sync(wq);  // the partner thread is in warp wq of the other warpgroup
+      else
+        __syncthreads();
 #pragma unroll
       for (int n = 0; n < 4; ++n) {
         const float4 x = xbuf[((1 - wg) * 4 + n) * 128 + t128];
@@ -366,14 +403,14 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
     {
       const int row = wq * 16 + (lane >> 2) + wg * 8;
       const float l = rt[row], dl = rt[BR + row];
-      const int r = rti[2 * BR + row];
+      int r, hq;
+      row_of(row, r, hq);
       const int causal_lim = r + diag - key0;  // columns past it are masked
       const int kv_lim = f.Nkv - key0;
 #if FFPA_DROPOUT
       // The forward's element ((b Hq + hq) Nq + r) Nkv + key of the Philox stream.
       const unsigned long long erow =
-          (((unsigned long long)b * f.Hq + rti[3 * BR + row]) * f.Nq + max(r, 0)) *
-              (unsigned long long)f.Nkv +
+          (((unsigned long long)b * f.Hq + hq) * f.Nq + max(r, 0)) * (unsigned long long)f.Nkv +
           key0;
 #endif
 #pragma unroll
@@ -424,8 +461,9 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
       fence_acc(dq);
       const bool odd = lane & 1;
       const int row = wq * 16 + (lane >> 2) + (odd ? 8 : 0);
-      const int r = rti[2 * BR + row];
-      const long long lrow = ((long long)b * f.Hq + rti[3 * BR + row]) * f.Nq + r;
+      int r, hq;
+      row_of(row, r, hq);
+      const long long lrow = ((long long)b * f.Hq + hq) * f.Nq + r;
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         const float s0 = odd ? dq[n][0] : dq[n][2], s1 = odd ? dq[n][1] : dq[n][3];
@@ -457,9 +495,10 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
     }
     wgmma_wait<1>();
     dq_reduce(0);
-    // dV and dK retired in both warpgroups: Q and dO are free for the next tile's loads.
+    // dV and dK retired in both warpgroups (SPLIT: in this one, the only reader of its half):
+    // Q and dO are free for the next tile's loads.
     wgmma_wait<0>();
-    __syncthreads();
+    sync_own();
     if (tn < ntile) stage(tn, par ^ 1);
 #pragma unroll
     for (int c = 1; c < NP; ++c) {

@@ -1,8 +1,8 @@
 // The Hopper wgmma backward (ffpa-bwd-sm90) against the double-precision CPU reference on random
 // data (random dO, the reference forward's o and lse): self, cross, decode, GQA/MQA, causal both
 // alignments (Nq < Nkv and Nq > Nkv), lengths 1, 7, 127, 1000, B > 1, D 64..512 (padded to 128
-// inside), both dtypes, dropout up to D = 384, every panel grouping. Outputs are poisoned (NaN)
-// before the run so an unwritten element fails; the tolerances are gpu_ffpa_bwd's
+// inside), both dtypes, dropout up to D = 384, every panel grouping, split warpgroups. Outputs are
+// poisoned (NaN) before the run so an unwritten element fails; the tolerances are gpu_ffpa_bwd's
 // (expect_backward_close). "[bench]" times B=1 H=32 N=8192 against ffpa-bwd-sm80 with CUDA events.
 // Needs an sm_90 GPU: elsewhere every case warns and returns.
 #include <catch2/catch.hpp>
@@ -120,11 +120,31 @@ TEST_CASE("bwd90: every panel grouping", "[gpu]") {
   for (auto [D, panels] : {std::pair{512, 2}, {512, 4}, {320, 3}, {504, 2}}) {
     Problem p = make(2, 4, 2, 90, 110, D);
     p.causal = Causal::bottom_right;
-    bwd90::Config c;
-    c.panels = panels;
-    INFO("panels=" << panels);
-    expect_close(p, c);
+    expect_close(p, bwd90::Config{panels, 0});
   }
+}
+
+TEST_CASE("bwd90: split warpgroups (split=1)", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : {64, 320, 512}) {
+      for (int panels : {1, 2}) {
+        if ((D + 127) / 128 % panels) continue;
+        expect_close(make(2, 2, 2, 77, 77, D, dt), bwd90::Config{panels, 1});
+      }
+      expect_close(make(1, 8, 2, 1000, 1000, D, dt), bwd90::Config{1, 1});  // GQA, many tiles
+      expect_close(make(2, 4, 4, 1, 333, D, dt), bwd90::Config{1, 1});
+      for (Causal c : {Causal::bottom_right, Causal::top_left})
+        for (auto [nq, nkv] : {std::pair{150, 40}, {40, 150}, {999, 999}}) {
+          Problem p = make(1, 4, 2, nq, nkv, D, dt);
+          p.causal = c;
+          expect_close(p, bwd90::Config{1, 1});
+        }
+      if (D > 384) continue;
+      Problem d = make(2, 2, 1, 160, 75, D, dt);
+      d.dropout = 0.1;
+      expect_close(d, bwd90::Config{1, 1});
+    }
 }
 
 TEST_CASE("bwd90: the variant through AttnTensors passes the runner's FA3-rule check", "[gpu]") {
@@ -196,13 +216,16 @@ TEST_CASE("sm90 backward timings", "[.][bench]") {
       return bwd::bind(self, bwd::default_config(self), t.bwd_params(), dev);
     });
     if (D != 512) {
-      bench90("panels", self, bwd90::Config{3});
+      bench90("panels", self, bwd90::Config{3, 0});
+      for (int panels : {1, 3}) bench90("split", self, bwd90::Config{panels, 1});
       continue;
     }
-    for (int panels : {2, 4}) bench90("panels", self, bwd90::Config{panels});
+    for (int panels : {2, 4}) bench90("panels", self, bwd90::Config{panels, 0});
+    for (int panels : {1, 2, 4}) bench90("split", self, bwd90::Config{panels, 1});
     Problem causal = self;
     causal.causal = Causal::bottom_right;
     bench90("causal", causal, bwd90::default_config(causal));
+    bench90("causal", causal, bwd90::Config{1, 1});
     bench90("gqa", make(1, 32, 8, N, N, D), bwd90::default_config(self));
     bench90("cross", make(1, 32, 32, 1024, N, D), bwd90::default_config(self));
     bench90("decode", make(1, 32, 32, 1, N, D), bwd90::default_config(self));

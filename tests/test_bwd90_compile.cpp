@@ -49,12 +49,26 @@ TEST_CASE("bwd90 default configurations compile without spills or wgmma serializ
 
 TEST_CASE("bwd90 every panel grouping at D = 512 and 320 compiles clean", "[nvrtc][bwd90]") {
   test::FreshCache cache;
-  for (auto [D, panels] : {std::pair{512, 2}, {512, 4}, {320, 3}, {136, 1}, {504, 2}}) {
-    const Problem p = compile_problem(D);
-    bwd90::Config c;
-    c.panels = panels;
-    compile_clean(c, bwd::Features::of(p));
-  }
+  for (auto [D, panels] : {std::pair{512, 2}, {512, 4}, {320, 3}, {136, 1}, {504, 2}})
+    for (int split : {0, 1}) {
+      const Problem p = compile_problem(D);
+      compile_clean(bwd90::Config{panels, split}, bwd::Features::of(p));
+    }
+}
+
+TEST_CASE("bwd90 split warpgroups compile clean at D = 64..512, causal, dropout",
+          "[nvrtc][bwd90]") {
+  test::FreshCache cache;
+  for (int D : {64, 320, 512})
+    for (Causal causal : {Causal::none, Causal::bottom_right, Causal::top_left}) {
+      Problem p = compile_problem(D, causal);
+      const auto comp = compile_clean(bwd90::Config{1, 1}, bwd::Features::of(p));
+      WARN("D=" << D << " split=1 causal=" << to_string(causal) << ": "
+                << comp.info.at("ffpa_bwd_sm90_kernel").registers << " registers");
+      if (D > 384) continue;
+      p.dropout = 0.1;
+      compile_clean(bwd90::Config{1, 1}, bwd::Features::of(p));
+    }
 }
 
 TEST_CASE("bwd90 dropout up to D = 384 compiles clean", "[nvrtc][bwd90]") {
@@ -85,6 +99,11 @@ TEST_CASE("bwd90 configuration checks", "[bwd90]") {
   CHECK_THAT(bwd90::check(c, 320, smem), Catch::Contains("must divide"));
   c = {};
   CHECK_THAT(bwd90::check(c, 512, 99 * 1024), Catch::Contains("shared memory"));
+  c.split = 1;  // the second P^T/dS^T set: exactly the 227 KB of the H200 at D = 512
+  CHECK(bwd90::smem_bytes(c, 512) == smem);
+  CHECK(bwd90::check(c, 512, smem).empty());
+  c.split = 2;
+  CHECK_THAT(bwd90::check(c, 512, smem), Catch::Contains("split is 0 or 1"));
   for (int D = 8; D <= 512; D += 8)
     CHECK(bwd90::check(bwd90::default_config(compile_problem(D)), D, smem).empty());
 }

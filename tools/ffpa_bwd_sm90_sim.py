@@ -13,8 +13,10 @@ What is transcribed from the kernel (each formula as written there):
     is kept), the (row, key) of each P/dS value, the masks, the transposed 2-byte P^T/dS^T stores;
   - the dQ reduction (lane-pair swap, row, column, dq_accum offset) and the dK/dV epilogue;
   - the order of the kernel's barrier intervals (within one interval every store is applied
-    before any read, so a read of something overwritten in the same interval shows), and the
-    cp.async group accounting of phase 1 (cp_async_wait_upto).
+    before any read, so a read of something overwritten in the same interval shows; with
+    split = 1 warpgroup 0 runs its whole phase 2, staging its half of the next tile, before
+    warpgroup 1's: the furthest its barriers let it run ahead), and the cp.async group
+    accounting of phase 1 (cp_async_wait_upto).
 
 The hardware model (descriptor decoding, K-major and MN-major 128-byte swizzle layouts, the
 m64nNk16 accumulator fragment) is imported from tools/ffpa_fwd_sm90_sim.py, whose kernel passed
@@ -67,8 +69,8 @@ def desc_mn(addr):
 
 
 class Cfg:
-    def __init__(self, D, PPG=1):
-        self.D, self.PPG = D, PPG
+    def __init__(self, D, PPG=1, SPLIT=0):
+        self.D, self.PPG, self.SPLIT = D, PPG, SPLIT
         self.DP = (D + 127) // 128 * 128
         self.DH = self.DP // 2
         self.NP = self.DH // 64
@@ -79,10 +81,15 @@ class Cfg:
         self.KV_BYTES = BC * self.DP * 2
         self.Q_BYTES = BR * self.DP * 2
         self.PT_BYTES = BC * BR * 2
+        self.PT_SETS = 2 if SPLIT else 1
         self.X_BYTES = 2 * 4 * 128 * 16
-        self.ROW_BYTES = BR * 16
-        self.SMEM = (1024 + 2 * self.KV_BYTES + 2 * self.Q_BYTES + 2 * self.PT_BYTES +
-                     self.X_BYTES + 2 * self.ROW_BYTES)
+        self.ROW_BYTES = BR * 8
+        self.ROW_TABLES = 4 if SPLIT else 2
+        self.SMEM = (1024 + 2 * self.KV_BYTES + 2 * self.Q_BYTES + self.PT_SETS * 2 * self.PT_BYTES
+                     + self.X_BYTES + self.ROW_TABLES * self.ROW_BYTES)
+        self.LT = 128 if SPLIT else NT
+        self.LHALVES = 1 if SPLIT else 2
+        self.LW = self.DH if SPLIT else self.DP
 
 
 class Prob:
@@ -133,18 +140,22 @@ def run_block(cfg, pr, j, raw_base):
     sV = sK + cfg.KV_BYTES
     sQ = sV + cfg.KV_BYTES
     sO = sQ + cfg.Q_BYTES
-    sPt = sO + cfg.Q_BYTES
-    sSt = sPt + cfg.PT_BYTES
-    rows_base = sSt + cfg.PT_BYTES + cfg.X_BYTES  # the tables are kept as Python lists below
-    assert rows_base + 2 * cfg.ROW_BYTES <= raw_end
+    sPt0 = sO + cfg.Q_BYTES
+    rows_base = sPt0 + cfg.PT_SETS * 2 * cfg.PT_BYTES + cfg.X_BYTES  # tables: Python lists below
+    assert rows_base + cfg.ROW_TABLES * cfg.ROW_BYTES <= raw_end
+    SPLIT, LT, LW = cfg.SPLIT, cfg.LT, cfg.LW
+    loaders = [(wg, t128) for wg in range(2) for t128 in range(128)] if SPLIT else \
+        [(tid >> 7, tid) for tid in range(NT)]  # (warpgroup, lt)
 
     n0 = j * BC
     rows_total = pr.group * pr.Nq
     diag = pr.Nkv - pr.Nq if pr.causal == 1 else 0
     ntile = (rows_total + BR - 1) // BR
 
-    for idx in range(BC * DP // 8):  # K, V resident
-        row, col = idx // (DP // 8), (idx % (DP // 8)) * 8
+    kv = [(idx, (wg * DH if SPLIT else 0)) for wg, lt in loaders
+          for idx in range(lt, BC * LW // 8, LT)]
+    for idx, lc0 in kv:  # K, V resident
+        row, col = idx // (LW // 8), lc0 + (idx % (LW // 8)) * 8
         key = n0 + row
         ok = key < pr.Nkv and col < D
         off = tile_off(row, col, BR if mut("kv_rows_br") else BC)
@@ -162,24 +173,30 @@ def run_block(cfg, pr, j, raw_base):
             t += 1
         return t
 
-    tables = [None, None]
+    tables = {}  # (warpgroup copy, parity) -> [(lse proxy, delta)] of the 64 rows
 
-    def stage(t, par):
+    def stage(t, par, wgs):
+        """Row table and Q/dO groups of tile t, by the loading threads of warpgroups wgs."""
         m0 = t * BR
-        tab = []
-        for tid in range(BR):
-            i = m0 + tid
-            r, hq, l, dl = -1, 0, None, 0
-            if i < rows_total:
-                r, hq = i % pr.Nq, i // pr.Nq
-                l, dl = pr.L[hq][r], pr.delta[hq][r]
-            tab.append((l, dl, r, hq))
-        tables[par] = tab
+        for wg, lt in loaders:
+            if wg not in wgs:
+                continue
+            if lt < BR:
+                i = m0 + lt
+                l, dl = None, 0
+                if i < rows_total:
+                    l, dl = pr.L[i // pr.Nq][i % pr.Nq], pr.delta[i // pr.Nq][i % pr.Nq]
+                tables.setdefault(((wg if SPLIT else 0), par), [None] * BR)[lt] = (l, dl)
         for g in range(NG):
-            for it in range(2 * PPG * BR * 8 // NT):
-                for tid in range(NT):
-                    idx = tid + it * NT
-                    h, pp, gq = idx // (PPG * BR * 8), idx // (BR * 8) % PPG, idx % (BR * 8)
+            for it in range(cfg.LHALVES * PPG * BR * 8 // LT):
+                for wg, lt in loaders:
+                    if wg not in wgs:
+                        continue
+                    idx = lt + it * LT
+                    h, pp = (wg if SPLIT else idx // (PPG * BR * 8)), idx // (BR * 8) % PPG
+                    gq = idx % (BR * 8)
+                    if SPLIT and mut("split_stage_other_half"):
+                        h = 1 - wg
                     if mut("stage_h_pp_swapped") and PPG > 1:
                         h, pp = pp % 2, h
                     row, col = gq >> 3, h * DH + (g * PPG + pp) * 64 + (gq & 7) * 8
@@ -203,10 +220,18 @@ def run_block(cfg, pr, j, raw_base):
 
     t, par = next_tile(0), 0
     if t < ntile:
-        stage(t, 0)
+        stage(t, 0, (0, 1))
     while t < ntile:
         tn = next_tile(t + 1)
-        tab = tables[par]
+        m0 = t * BR
+        tabs = [tables[((wg if SPLIT else 0), par)] for wg in range(2)]
+        sset = par if SPLIT else 0
+        sPt = sPt0 + sset * 2 * cfg.PT_BYTES
+        sSt = sPt + cfg.PT_BYTES
+
+        def row_of(row):
+            i = m0 + row
+            return (i % pr.Nq if i < rows_total else -1), i // pr.Nq
         # phase 1
         s = [[[0] * 16 for _ in range(128)] for _ in range(2)]
         dp = [[[0] * 16 for _ in range(128)] for _ in range(2)]
@@ -243,7 +268,8 @@ def run_block(cfg, pr, j, raw_base):
                         sm[n][e] = s[wg][t128][n * 4 + 2 * wg + e] + x[e]
                         dm[n][e] = dp[wg][t128][n * 4 + 2 * wg + e] + x[2 + e]
                 row = wq * 16 + (lane >> 2) + wg * 8
-                l, dl, r, hq_row = tab[row]
+                l, dl = tabs[wg][row]
+                r, hq_row = row_of(row)
                 key0 = n0 + (lane & 3) * 2
                 causal_lim = r + diag - key0
                 kv_lim = pr.Nkv - key0
@@ -285,7 +311,7 @@ def run_block(cfg, pr, j, raw_base):
                 wgmma(acc, A, B, 32)
             return acc
 
-        def dq_reduce(wg, c, acc, tab):
+        def dq_reduce(wg, c, acc):
             for t128 in range(128):
                 lane, wq = t128 % 32, t128 // 32
                 odd = lane & 1
@@ -293,7 +319,7 @@ def run_block(cfg, pr, j, raw_base):
                     odd ^= 1
                 partner = t128 ^ 1
                 row = wq * 16 + (lane >> 2) + (8 if odd else 0)
-                _, _, r, hq = tab[row]
+                r, hq = row_of(row)
                 lrow = hq * pr.Nq + r
                 for n in range(8):
                     pd = acc[partner]
@@ -309,9 +335,8 @@ def run_block(cfg, pr, j, raw_base):
                         for i in range(4):
                             dq_accum[(lrow, col + i)] = dq_accum.get((lrow, col + i), 0) + v[i]
 
-        # interval 2: dQ chunk 0, dV, dK, reduce chunk 0
-        acc0 = [dq_chunk(wg, 0) for wg in range(2)]
-        for wg in range(2):
+        def phase2a(wg):  # dQ chunk 0, dV, dK, reduce chunk 0
+            acc0 = dq_chunk(wg, 0)
             so, sq = sO + wg * NP * cfg.Q_PANEL, sQ + wg * NP * cfg.Q_PANEL
             for c in range(NP):
                 for ks in range(4):
@@ -320,14 +345,29 @@ def run_block(cfg, pr, j, raw_base):
                         A = transpose(hw_mn(smem, desc_mn(a + c * cfg.Q_PANEL + ks * astep), 64))
                         B = transpose(hw_k_major(smem, desc_k(b + ks * 32), 32))
                         wgmma(acc[wg][c], A, B, 16)
-        for wg in range(2):
-            dq_reduce(wg, 0, acc0[wg], tab)
-        # interval 3: the next tile's stage (stores first), then dQ chunks 1..NP-1
-        if tn < ntile:
-            stage(tn, par if mut("stage_same_parity") else par ^ 1)
-        for c in range(1, NP):
+            dq_reduce(wg, 0, acc0)
+
+        def phase2b(wg):  # dQ chunks 1..NP-1
+            for c in range(1, NP):
+                dq_reduce(wg, c, dq_chunk(wg, c))
+
+        npar = par if mut("stage_same_parity") else par ^ 1
+        if SPLIT:
+            # Warpgroup 0 runs ahead as far as its barriers let it: its whole phase 2, with its
+            # half of the next tile staged, before warpgroup 1's.
             for wg in range(2):
-                dq_reduce(wg, c, dq_chunk(wg, c), tables[par])
+                phase2a(wg)
+                if tn < ntile:
+                    stage(tn, npar, (wg,))
+                phase2b(wg)
+        else:
+            for wg in range(2):
+                phase2a(wg)
+            # interval 3: the next tile's stage (stores first), then dQ chunks 1..NP-1
+            if tn < ntile:
+                stage(tn, npar, (0, 1))
+            for wg in range(2):
+                phase2b(wg)
         t, par = tn, par ^ 1
 
     # epilogue
@@ -424,7 +464,7 @@ MUTATIONS = [
     "exchange_wrong_half", "exchange_self", "causal_ge", "ds_formula", "pt_untransposed",
     "dq_no_half", "dq_a_no_step", "dq_swap_rows", "dvdk_a_step_8rows", "stage_same_parity",
     "stage_h_pp_swapped", "epi_key_col", "skip_off_by_one", "wait_count", "dropout_n4",
-    "dropout_no_hq", "dropout_ds",
+    "dropout_no_hq", "dropout_ds", "split_stage_other_half",
 ]
 
 
@@ -450,11 +490,12 @@ def check_all(quick=False):
     rng = random.Random(3)
     fails = []
     for D, PPG, group, Nq, Nkv, causal, j, *drop in cases(quick):
-        cfg = Cfg(D, PPG)
         pr = Prob(group, Nq, Nkv, causal, rng, D, bool(drop))
-        e = check_case(cfg, pr, j)
-        if e:
-            fails.append((D, PPG, group, Nq, Nkv, causal, j, e[:3]))
+        for split in (0, 1):
+            cfg = Cfg(D, PPG, split)
+            e = check_case(cfg, pr, j)
+            if e:
+                fails.append((D, PPG, split, group, Nq, Nkv, causal, j, e[:3]))
         for nt in (1, 2, 3):
             b = phase1_groups(cfg, nt)
             if b:
@@ -468,7 +509,7 @@ def main():
         print("FAILED:", fails)
         return 1
     print("exact: dK, dV, dQ of a key tile over every query tile (D 64/136/320/512, panels per "
-          "group 1/2/3, GQA, causal both alignments, rows and keys past the end, dropout), cp.async groups")
+          "group 1/2/3, GQA, causal both alignments, rows and keys past the end, dropout; split 0 and 1), cp.async groups")
     ok = True
     for m in MUTATIONS:
         MUT.clear()

@@ -19,7 +19,7 @@ int padded(int D) {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {{"panels", &Config::panels}};
+constexpr Knob<Config> kKnobs[] = {{"panels", &Config::panels}, {"split", &Config::split}};
 
 std::string problem_check(const Problem& pr) {
   const int64_t D = pr.shape.D;
@@ -54,11 +54,12 @@ Config default_config(const Problem&) {
   return {};  // one barrier per 64-column panel: phase 1 starts on the first one
 }
 
-int smem_bytes(const Config&, int D) {
-  // alignment slack, K and V, Q and dO, P^T and dS^T, the exchange, two row tables
-  const int dp = padded(D);
-  return 1024 + 2 * Config::Bc * dp * 2 + 2 * 64 * dp * 2 + 2 * Config::Bc * 64 * 2 +
-         2 * 4 * 128 * 16 + 2 * 64 * 16;
+int smem_bytes(const Config& c, int D) {
+  // alignment slack, K and V, Q and dO, P^T and dS^T (two sets with split), the exchange, two
+  // row tables (two per warpgroup with split)
+  const int dp = padded(D), sets = c.split ? 2 : 1;
+  return 1024 + 2 * Config::Bc * dp * 2 + 2 * 64 * dp * 2 + sets * 2 * Config::Bc * 64 * 2 +
+         2 * 4 * 128 * 16 + 2 * sets * 64 * 8;
 }
 
 int accumulator_registers(const Config&, int D) {
@@ -72,6 +73,7 @@ std::string check(const Config& c, int D, int smem_limit) {
     return "D=" + s(D) +
            ": ffpa-bwd-sm90 keeps dK and dV in registers, D must be a multiple of 8, at most " +
            s(kMaxD);
+  if (c.split != 0 && c.split != 1) return "split is 0 or 1";
   if (c.panels < 1 || (padded(D) / 128) % c.panels)
     return "panels=" + s(c.panels) + " must divide " + s(padded(D) / 128) +
            " (the 64-column panels of a warpgroup's half of D)";
@@ -81,13 +83,9 @@ std::string check(const Config& c, int D, int smem_limit) {
 
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
   const auto d = define;
-  return {d("FFPA_D", f.D),
-          d("FFPA_PPG", c.panels),
-          d("FFPA_BF16", f.bf16),
-          d("FFPA_CAUSAL", f.causal),
-          d("FFPA_BIAS", 0),
-          d("FFPA_DBIAS", 0),
-          d("FFPA_DROPOUT", f.dropout)};
+  return {d("FFPA_D", f.D),       d("FFPA_PPG", c.panels),     d("FFPA_SPLIT", c.split),
+          d("FFPA_BF16", f.bf16), d("FFPA_CAUSAL", f.causal),  d("FFPA_BIAS", 0),
+          d("FFPA_DBIAS", 0),     d("FFPA_DROPOUT", f.dropout)};
 }
 
 nvrtc::Compiled compile(const Config& c, const bwd::Features& f) {

@@ -21,6 +21,7 @@ namespace ffpa::bwd90 {
 // tiles of 64 rows, two warpgroups splitting D.
 struct Config {
   int panels = 1;  // 64-column panels of each half per Q/dO cp.async group (divides DP / 128)
+  int split = 0;   // 1: warpgroups load and guard their own halves (warpgroup barriers)
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
