@@ -286,14 +286,32 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
 #pragma unroll
   for (int s = 0; s < LA; ++s) load_slot(s);  // the first group carries Q
 
+#if FFPA_BIAS
+  // A key bias (its head and row strides are 0) is staged by threads tid < BC, key j * BC + tid;
+  // without causal masking it is loaded a whole tile ahead so that no thread waits on it (with
+  // causal masking that register makes ptxas spill at D = 512).
+  constexpr bool AHEAD = BIAS_ROWS == 1 && !FFPA_CAUSAL;
+  auto key_bias = [&](int j) {
+    const int key = j * BC + tid;
+    return key < p.Nkv ? bias_at(p, b * p.bias_batch_stride + key) : 0.f;
+  };
+  float bias_next = AHEAD && tid < BC ? key_bias(0) : 0.f;
+#endif
+
   // Bias and keep bits of key tile j into shared memory: thread tid stages keys
-  // KPT * (tid % 4) .. + KPT - 1 of row tid / 4. Called after the tile's first slot barrier (the
-  // previous tile's readers are past it) and read after the S exchange barrier.
+  // KPT * (tid % 4) .. + KPT - 1 of row tid / 4 (a key bias: key tid). Called after the tile's
+  // first slot barrier (the previous tile's readers are past it) and read after the S exchange
+  // barrier.
   auto stage = [&](int j) {
     const int row = tid >> 2, k0 = (tid & 3) * KPT, key0 = j * BC + k0;
     const int r = srow[row], hq = srow[BR + row];
 #if FFPA_BIAS
-    if (BIAS_ROWS == BR || row == 0) {
+    if (BIAS_ROWS == 1) {
+      if (tid < BC) {
+        sbias[tid] = (AHEAD ? bias_next : key_bias(j)) * LOG2E;
+        if (AHEAD) bias_next = key_bias(j + 1);
+      }
+    } else {
       const long long boff =
           b * p.bias_batch_stride + hq * p.bias_head_stride + r * p.bias_row_stride + key0;
       float* dst = sbias + row * B_STRIDE + k0;

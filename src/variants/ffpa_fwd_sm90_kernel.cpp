@@ -81,7 +81,7 @@ Config default_config(const Problem& pr) {
   } else if (pr.mask == MaskKind::query_key || pr.mask == MaskKind::full ||
              (pr.mask != MaskKind::none && pr.causal != Causal::none)) {
     // A bias tile (17 KB) leaves no room for 4 slots of 2 panels; with a key bias and causal
-    // masking 2-panel slots spill 40-48 bytes.
+    // masking 2-panel slots spill 40-52 bytes.
     c.stages = 6;
   } else {  // D padded to 512: 4 panels a half
     // Two panels a slot halve the block barriers per tile: 321 TFLOPS at D=512 on the H200 against
