@@ -11,6 +11,10 @@
 //                with warp w of the other, and only the P/dS publication is a block barrier
 //                (P^T and dS^T double-buffered by tile parity), so the warpgroups drift apart
 //                by up to a tile phase (one reduces dQ while the other runs its wgmmas)
+//   FFPA_PAIR    1 (with FFPA_SPLIT 0): clusters of two blocks (key tiles 2i, 2i + 1, the same
+//                query tiles): each dQ chunk is summed over the pair through distributed shared
+//                memory (the exchange buffer) and each block reduces half its rows, so half the
+//                fp32 reductions reach L2; two cluster barriers per chunk
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_DROPOUT as in ffpa_bwd.cuh (no bias: the variant refuses it)
 //
 // Layout of the work: a block is one key tile of BC = 32 keys of one kv head (and batch), two
@@ -59,6 +63,7 @@ constexpr int Q_PANEL = BR * 128;
 constexpr int KV_BYTES = BC * DP * 2;
 constexpr int Q_BYTES = BR * DP * 2;
 constexpr bool SPLIT = FFPA_SPLIT;
+constexpr bool PAIR = FFPA_PAIR;
 constexpr int PT_BYTES = BC * BR * 2;      // P^T or dS^T
 constexpr int PT_SETS = SPLIT ? 2 : 1;     // (P^T, dS^T) pairs, by tile parity
 constexpr int X_BYTES = 2 * 4 * 128 * 16;  // exchange: [w][n8][thread] float4
@@ -75,6 +80,7 @@ constexpr float LOG2E = 1.4426950408889634f;
 static_assert(D % 8 == 0 && D <= 512, "D: a multiple of 8, at most 512 (dK, dV live in registers)");
 static_assert(NP % PPG == 0, "a Q/dO group holds a whole share of the half's panels");
 static_assert((LHALVES * PPG * BR * 8) % LT == 0, "whole 16-byte granules per thread");
+static_assert(!(PAIR && SPLIT), "the pair exchange borrows the block-synchronous exchange buffer");
 
 // Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"), as ffpa_fwd_sm90.cuh
 // encodes it: start address, LBO, SBO (>> 4), 128-byte swizzle (mode 1 in bits 62..63).
@@ -197,6 +203,30 @@ __device__ __forceinline__ void wg_sync(int wg) {
 __device__ __forceinline__ void pair_sync(int wq) {
   asm volatile("bar.sync %0, 64;\n" ::"r"(3 + wq) : "memory");
 }
+// Distributed shared memory of a cluster: this block's rank, the address of `addr` in block
+// `rank`, a 16-byte store there, and the cluster barrier (release/acquire: stores before it are
+// visible after it).
+__device__ __forceinline__ u32 cluster_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ u32 map_rank(u32 addr, u32 rank) {
+  u32 r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void st_cluster4(u32 addr, float a, float b, float c, float d) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b),
+               "f"(c), "f"(d)
+               : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\n"
+      "barrier.cluster.wait.acquire.aligned;\n" ::
+          : "memory");
+}
 __device__ __forceinline__ void st_b16(u32 addr, u32 v) {
   asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"((u16)v));
 }
@@ -209,7 +239,13 @@ __device__ __forceinline__ void red_add4(float* dst, float4 v, float scale) {
 
 }  // namespace ffpa_bwd90
 
-extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
+#if FFPA_PAIR
+#define FFPA_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
+#else
+#define FFPA_CLUSTER_DIMS
+#endif
+
+extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1)
     ffpa_bwd_sm90_kernel(const FfpaBwdParams p) {
   using namespace ffpa_bwd90;
   const FfpaFwdParams& f = p.fwd;
@@ -245,6 +281,10 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
       __syncthreads();
   };
   const int n0 = blockIdx.x * BC;
+  // PAIR: the two blocks of a cluster visit the same query tiles (those the first one's keys
+  // see: a superset of the second's) and meet at the same cluster barriers.
+  const int rank = PAIR ? (int)cluster_rank() : 0;
+  const int n0_skip = n0 - rank * BC;
   const int kvh = blockIdx.y, b = blockIdx.z;
   const int rows_total = f.group * f.Nq;
   const int diag = FFPA_CAUSAL == 1 ? f.Nkv - f.Nq : 0;  // row r sees keys k <= r + diag
@@ -271,7 +311,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
     for (; FFPA_CAUSAL && t < ntile; ++t) {
       const int m0 = t * BR, i_hi = min(m0 + BR, rows_total) - 1;
       const int r_hi = m0 / f.Nq != i_hi / f.Nq ? f.Nq - 1 : i_hi % f.Nq;
-      if (r_hi + diag >= n0) break;
+      if (r_hi + diag >= n0_skip) break;
     }
     return t;
   };
@@ -478,9 +518,51 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
       }
     };
 
-    // dQ chunk 0 first, so that its reduction overlaps dV and dK (wait_group retires in order).
+    // PAIR: dQ summed over the two blocks. A thread sends the rows the other block reduces
+    // (h = 1 - rank) to the same thread there, through that block's exchange buffer, and adds
+    // the other's h = rank rows to its own. Then lane pairs swap so that each lane holds 4
+    // neighbouring columns of its row: even lanes the n8 groups 2m, odd lanes 2m + 1.
+    auto dq_pair_reduce = [&](int c) {
+      fence_acc(dq);
+      const u32 xmine = smem_u32(xbuf + wg * 4 * 128 + t128);
+      const u32 xpeer = map_rank(xmine, rank ^ 1);
+      cluster_sync();  // the other block has read what this one sent before
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int a = 2 * m, b2 = 2 * m + 1;
+        if (rank)
+          st_cluster4(xpeer + m * 128 * 16, dq[a][0], dq[a][1], dq[b2][0], dq[b2][1]);
+        else
+          st_cluster4(xpeer + m * 128 * 16, dq[a][2], dq[a][3], dq[b2][2], dq[b2][3]);
+      }
+      cluster_sync();  // both blocks' halves arrived
+      const bool odd = lane & 1;
+      const int row = wq * 16 + (lane >> 2) + rank * 8;
+      int r, hq;
+      row_of(row, r, hq);
+      const long long lrow = ((long long)b * f.Hq + hq) * f.Nq + r;
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const float4 x = xbuf[(wg * 4 + m) * 128 + t128];
+        const int a = 2 * m, b2 = 2 * m + 1;
+        const float a0 = (rank ? dq[a][2] : dq[a][0]) + x.x;
+        const float a1 = (rank ? dq[a][3] : dq[a][1]) + x.y;
+        const float b0 = (rank ? dq[b2][2] : dq[b2][0]) + x.z;
+        const float b1 = (rank ? dq[b2][3] : dq[b2][1]) + x.w;
+        const float r0 = __shfl_xor_sync(0xffffffffu, odd ? a0 : b0, 1);
+        const float r1 = __shfl_xor_sync(0xffffffffu, odd ? a1 : b1, 1);
+        const int col = wg * DH + c * 64 + (a + (odd ? 1 : 0)) * 8 + (lane & 2) * 2;
+        if (r >= 0 && col < D) {
+          const float4 v = odd ? make_float4(r0, r1, b0, b1) : make_float4(a0, a1, r0, r1);
+          red_add4(p.dq_accum + lrow * D + col, v, f.scale);
+        }
+      }
+    };
+
+    // dQ chunk 0 first, so that its reduction overlaps dV and dK (wait_group retires in order);
+    // PAIR: every chunk after them (the cluster barriers would hold dV and dK back).
     wgmma_fence();
-    dq_issue(0);
+    if (!PAIR) dq_issue(0);
     {
       const u32 so = opaque(sO + wg * NP * Q_PANEL), sq = opaque(sQ + wg * NP * Q_PANEL);
       const u32 pt = opaque(sPt), st = opaque(sSt);
@@ -493,21 +575,26 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd90::NT, 1)
         }
       wgmma_commit();
     }
-    wgmma_wait<1>();
-    dq_reduce(0);
+    if (!PAIR) {
+      wgmma_wait<1>();
+      dq_reduce(0);
+    }
     // dV and dK retired in both warpgroups (SPLIT: in this one, the only reader of its half):
     // Q and dO are free for the next tile's loads.
     wgmma_wait<0>();
     sync_own();
     if (tn < ntile) stage(tn, par ^ 1);
 #pragma unroll
-    for (int c = 1; c < NP; ++c) {
+    for (int c = PAIR ? 0 : 1; c < NP; ++c) {
       wgmma_fence();
       dq_issue(c);
       // Retire every group inside the iteration: one in flight across the back edge makes
       // ptxas serialize the kernel's wgmmas (C7514/C7515, ffpa_fwd_sm90.cuh).
       wgmma_wait<0>();
-      dq_reduce(c);
+      if (PAIR)
+        dq_pair_reduce(c);
+      else
+        dq_reduce(c);
     }
     t = tn;
     par ^= 1;

@@ -1,7 +1,8 @@
 // The Hopper wgmma backward (ffpa-bwd-sm90) against the double-precision CPU reference on random
 // data (random dO, the reference forward's o and lse): self, cross, decode, GQA/MQA, causal both
 // alignments (Nq < Nkv and Nq > Nkv), lengths 1, 7, 127, 1000, B > 1, D 64..512 (padded to 128
-// inside), both dtypes, dropout up to D = 384, every panel grouping, split warpgroups. Outputs are
+// inside), both dtypes, dropout up to D = 384, every panel grouping, split warpgroups, pairs of
+// blocks. Outputs are
 // poisoned (NaN) before the run so an unwritten element fails; the tolerances are gpu_ffpa_bwd's
 // (expect_backward_close). "[bench]" times B=1 H=32 N=8192 against ffpa-bwd-sm80 with CUDA events.
 // Needs an sm_90 GPU: elsewhere every case warns and returns.
@@ -147,6 +148,27 @@ TEST_CASE("bwd90: split warpgroups (split=1)", "[gpu]") {
     }
 }
 
+TEST_CASE("bwd90: pairs of blocks summing dQ (pair=1)", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : {64, 320, 512}) {
+      expect_close(make(2, 2, 2, 77, 77, D, dt), bwd90::Config{1, 0, 1});  // 3 key tiles: 4 blocks
+      expect_close(make(1, 8, 2, 1000, 1000, D, dt), bwd90::Config{1, 0, 1});
+      expect_close(make(2, 4, 4, 1, 333, D, dt), bwd90::Config{1, 0, 1});
+      expect_close(make(1, 2, 1, 45, 20, D, dt), bwd90::Config{1, 0, 1});  // one key tile
+      for (Causal c : {Causal::bottom_right, Causal::top_left})
+        for (auto [nq, nkv] : {std::pair{150, 40}, {40, 150}, {999, 999}}) {
+          Problem p = make(1, 4, 2, nq, nkv, D, dt);
+          p.causal = c;
+          expect_close(p, bwd90::Config{1, 0, 1});
+        }
+      if (D > 384) continue;
+      Problem d = make(2, 2, 1, 160, 75, D, dt);
+      d.dropout = 0.1;
+      expect_close(d, bwd90::Config{1, 0, 1});
+    }
+}
+
 TEST_CASE("bwd90: the variant through AttnTensors passes the runner's FA3-rule check", "[gpu]") {
   if (!hopper()) return;
   auto v = make_ffpa_bwd_sm90();
@@ -218,14 +240,17 @@ TEST_CASE("sm90 backward timings", "[.][bench]") {
     if (D != 512) {
       bench90("panels", self, bwd90::Config{3, 0});
       for (int panels : {1, 3}) bench90("split", self, bwd90::Config{panels, 1});
+      bench90("pair", self, bwd90::Config{1, 0, 1});
       continue;
     }
     for (int panels : {2, 4}) bench90("panels", self, bwd90::Config{panels, 0});
     for (int panels : {1, 2, 4}) bench90("split", self, bwd90::Config{panels, 1});
+    for (int panels : {1, 2, 4}) bench90("pair", self, bwd90::Config{panels, 0, 1});
     Problem causal = self;
     causal.causal = Causal::bottom_right;
     bench90("causal", causal, bwd90::default_config(causal));
     bench90("causal", causal, bwd90::Config{1, 1});
+    bench90("causal", causal, bwd90::Config{1, 0, 1});
     bench90("gqa", make(1, 32, 8, N, N, D), bwd90::default_config(self));
     bench90("cross", make(1, 32, 32, 1024, N, D), bwd90::default_config(self));
     bench90("decode", make(1, 32, 32, 1, N, D), bwd90::default_config(self));

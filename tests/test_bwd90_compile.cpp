@@ -56,6 +56,21 @@ TEST_CASE("bwd90 every panel grouping at D = 512 and 320 compiles clean", "[nvrt
     }
 }
 
+TEST_CASE("bwd90 pairs of blocks (pair=1) compile clean", "[nvrtc][bwd90]") {
+  test::FreshCache cache;
+  for (int D : {64, 320, 512})
+    for (Causal causal : {Causal::none, Causal::bottom_right, Causal::top_left}) {
+      Problem p = compile_problem(D, causal);
+      const auto comp = compile_clean(bwd90::Config{1, 0, 1}, bwd::Features::of(p));
+      CHECK(comp.log.find("cluster") == std::string::npos);  // no ptxas complaint about it
+      WARN("D=" << D << " pair=1 causal=" << to_string(causal) << ": "
+                << comp.info.at("ffpa_bwd_sm90_kernel").registers << " registers");
+      if (D > 384) continue;
+      p.dropout = 0.1;
+      compile_clean(bwd90::Config{1, 0, 1}, bwd::Features::of(p));
+    }
+}
+
 TEST_CASE("bwd90 split warpgroups compile clean at D = 64..512, causal, dropout",
           "[nvrtc][bwd90]") {
   test::FreshCache cache;
@@ -104,6 +119,11 @@ TEST_CASE("bwd90 configuration checks", "[bwd90]") {
   CHECK(bwd90::check(c, 512, smem).empty());
   c.split = 2;
   CHECK_THAT(bwd90::check(c, 512, smem), Catch::Contains("split is 0 or 1"));
+  c.split = 1;
+  c.pair = 1;
+  CHECK_THAT(bwd90::check(c, 512, smem), Catch::Contains("pair needs split=0"));
+  c.split = 0;
+  CHECK(bwd90::check(c, 512, smem).empty());
   for (int D = 8; D <= 512; D += 8)
     CHECK(bwd90::check(bwd90::default_config(compile_problem(D)), D, smem).empty());
 }

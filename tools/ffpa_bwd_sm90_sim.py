@@ -12,6 +12,9 @@ What is transcribed from the kernel (each formula as written there):
   - the exchange (float4 slots [w][n8][thread], which accumulator half is handed over and which
     is kept), the (row, key) of each P/dS value, the masks, the transposed 2-byte P^T/dS^T stores;
   - the dQ reduction (lane-pair swap, row, column, dq_accum offset) and the dK/dV epilogue;
+  - pair = 1: the dQ chunk sum of the two blocks of a cluster through each other's exchange
+    buffer and the reduction of each block's h = rank rows (pair_reduce_check, on random
+    fragments; the chunk contents themselves are the ones checked above);
   - the order of the kernel's barrier intervals (within one interval every store is applied
     before any read, so a read of something overwritten in the same interval shows; with
     split = 1 warpgroup 0 runs its whole phase 2, staging its half of the next tile, before
@@ -459,12 +462,76 @@ def phase1_groups(cfg, ntiles):
     return bad
 
 
+def pair_reduce_check(rng, D, c, nvalid):
+    """pair = 1: the two blocks' dQ chunk c (random fragments) summed through each other's
+    exchange buffer and reduced, each block its h = rank rows. Every (row, column < D) of a valid
+    row must receive A + B exactly once, nothing else anything."""
+    DH = (D + 127) // 128 * 64
+    frag = [[[[rng.randint(-9, 9) for _ in range(32)] for _ in range(128)] for _ in range(2)]
+            for _ in range(2)]  # [rank][wg][t128][reg]
+    xbuf = [{}, {}]  # per block: float4 slot -> 4 values
+    for rank in range(2):  # st.shared::cluster into the other block's buffer
+        peer = rank if mut("pair_to_self") else rank ^ 1
+        for wg in range(2):
+            for t128 in range(128):
+                dq = frag[rank][wg][t128]
+                h = rank if mut("pair_send_own_half") else 1 - rank
+                for m in range(4):
+                    a, b2 = 2 * m, 2 * m + 1
+                    xbuf[peer][(wg * 4 + m) * 128 + t128] = (
+                        dq[a * 4 + 2 * h], dq[a * 4 + 2 * h + 1], dq[b2 * 4 + 2 * h],
+                        dq[b2 * 4 + 2 * h + 1])
+    got = {}
+    for rank in range(2):
+        for wg in range(2):
+            vals = {}
+            for t128 in range(128):
+                dq = frag[rank][wg][t128]
+                for m in range(4):
+                    x = xbuf[rank][(wg * 4 + m) * 128 + t128]
+                    a, b2 = 2 * m, 2 * m + 1
+                    h = rank
+                    vals[t128, m] = (dq[a * 4 + 2 * h] + x[0], dq[a * 4 + 2 * h + 1] + x[1],
+                                     dq[b2 * 4 + 2 * h] + x[2], dq[b2 * 4 + 2 * h + 1] + x[3])
+            for t128 in range(128):
+                lane, wq = t128 % 32, t128 // 32
+                odd = lane & 1
+                row = wq * 16 + (lane >> 2) + rank * 8
+                if row >= nvalid:
+                    continue
+                for m in range(4):
+                    a0, a1, b0, b1 = vals[t128, m]
+                    p0, p1, q0, q1 = vals[t128 ^ 1, m]
+                    # the partner shuffles `odd ? a : b` with its own parity
+                    r0, r1 = (p0, p1) if not odd else (q0, q1)
+                    a = 2 * m
+                    col = wg * DH + c * 64 + (a + (0 if mut("pair_col_even") else odd)) * 8 + \
+                        (lane & 2) * 2
+                    if col >= D:
+                        continue
+                    v = (r0, r1, b0, b1) if odd else (a0, a1, r0, r1)
+                    for i in range(4):
+                        key = (row, col + i)
+                        got[key] = got.get(key, 0) + v[i] + (1j if key in got else 0)
+    want = {}
+    for wg in range(2):
+        for t128 in range(128):
+            for r in range(32):
+                row, col = acc_pos(t128, r)
+                col += wg * DH + c * 64
+                if row < nvalid and col < D:
+                    want[(row, col)] = frag[0][wg][t128][r] + frag[1][wg][t128][r]
+    return [] if got == want else [("pair dQ", len(set(got) ^ set(want)),
+                                    sum(got.get(k) != w for k, w in want.items()))]
+
+
 MUTATIONS = [
     "no_xor", "sbo_512", "no_align", "kv_rows_br", "kk_16", "phase1_no_half",
     "exchange_wrong_half", "exchange_self", "causal_ge", "ds_formula", "pt_untransposed",
     "dq_no_half", "dq_a_no_step", "dq_swap_rows", "dvdk_a_step_8rows", "stage_same_parity",
     "stage_h_pp_swapped", "epi_key_col", "skip_off_by_one", "wait_count", "dropout_n4",
-    "dropout_no_hq", "dropout_ds", "split_stage_other_half",
+    "dropout_no_hq", "dropout_ds", "split_stage_other_half", "pair_to_self",
+    "pair_send_own_half", "pair_col_even",
 ]
 
 
@@ -500,6 +567,10 @@ def check_all(quick=False):
             b = phase1_groups(cfg, nt)
             if b:
                 fails.append((D, "groups", nt, b[:2]))
+    for D, c, nvalid in ((64, 0, 64), (320, 2, 50), (512, 3, 64), (136, 1, 7)):
+        e = pair_reduce_check(rng, D, c, nvalid)
+        if e:
+            fails.append((D, "pair", c, nvalid, e))
     return fails
 
 
@@ -509,7 +580,8 @@ def main():
         print("FAILED:", fails)
         return 1
     print("exact: dK, dV, dQ of a key tile over every query tile (D 64/136/320/512, panels per "
-          "group 1/2/3, GQA, causal both alignments, rows and keys past the end, dropout; split 0 and 1), cp.async groups")
+          "group 1/2/3, GQA, causal both alignments, rows and keys past the end, dropout; split 0 and 1), cp.async groups, "
+          "the pair dQ sum and reduction")
     ok = True
     for m in MUTATIONS:
         MUT.clear()

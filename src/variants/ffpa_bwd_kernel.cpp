@@ -192,7 +192,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
 
 std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, const char* main_kernel,
                             int Bc, int threads, int smem, const FfpaBwdParams& params,
-                            const gpu::DeviceInfo& dev) {
+                            const gpu::DeviceInfo& dev, int cluster) {
   // 16-byte cp.async / vector loads of q, k, v, o, dO rows; 4-byte stores of dq, dk, dv pairs.
   const FfpaFwdParams& f = params.fwd;
   if (!qkvo_aligned(f, 8) ||
@@ -209,7 +209,7 @@ std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, cons
   const Features ft = Features::of(pr);
 
   const auto& sh = pr.shape;
-  const int64_t gx = (sh.Nkv + Bc - 1) / Bc;
+  const int64_t gx = (sh.Nkv + int64_t{Bc} * cluster - 1) / (int64_t{Bc} * cluster) * cluster;
   const int64_t rows = sh.B * sh.Hq * sh.Nq;
   if (gx > 0x7fffffff || sh.Hkv > 65535 || sh.B > 65535 || (rows + 7) / 8 > 0x7fffffff)
     throw Unsupported("grid too large: " + std::to_string(gx) + " x " + std::to_string(sh.Hkv) +

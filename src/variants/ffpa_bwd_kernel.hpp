@@ -66,10 +66,11 @@ std::unique_ptr<Op> bind(const Problem&, const Config&, const FfpaBwdParams& par
 
 // bind() after the compile, shared with the sm90 backward (bwd90::bind): checks the tensors'
 // alignment, allocates the workspaces and wraps ffpa_bwd_pre_kernel, `main_kernel` (one block per
-// Bc keys, kv head and batch; `threads`, `smem` bytes of dynamic shared memory) and
-// ffpa_bwd_convert_kernel of `comp` in an Op. Throws Unsupported when the tensors are misaligned.
+// Bc keys, kv head and batch, the key tiles rounded up to a multiple of `cluster`; `threads`,
+// `smem` bytes of dynamic shared memory) and ffpa_bwd_convert_kernel of `comp` in an Op. Throws
+// Unsupported when the tensors are misaligned.
 std::unique_ptr<Op> make_op(const Problem&, const nvrtc::Compiled& comp, const char* main_kernel,
                             int Bc, int threads, int smem, const FfpaBwdParams& params,
-                            const gpu::DeviceInfo&);
+                            const gpu::DeviceInfo&, int cluster = 1);
 
 }  // namespace ffpa::bwd

@@ -19,7 +19,8 @@ int padded(int D) {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {{"panels", &Config::panels}, {"split", &Config::split}};
+constexpr Knob<Config> kKnobs[] = {
+    {"panels", &Config::panels}, {"split", &Config::split}, {"pair", &Config::pair}};
 
 std::string problem_check(const Problem& pr) {
   const int64_t D = pr.shape.D;
@@ -74,6 +75,9 @@ std::string check(const Config& c, int D, int smem_limit) {
            ": ffpa-bwd-sm90 keeps dK and dV in registers, D must be a multiple of 8, at most " +
            s(kMaxD);
   if (c.split != 0 && c.split != 1) return "split is 0 or 1";
+  if (c.pair != 0 && c.pair != 1) return "pair is 0 or 1";
+  if (c.pair && c.split)
+    return "pair needs split=0 (it borrows the block-synchronous exchange buffer)";
   if (c.panels < 1 || (padded(D) / 128) % c.panels)
     return "panels=" + s(c.panels) + " must divide " + s(padded(D) / 128) +
            " (the 64-column panels of a warpgroup's half of D)";
@@ -83,9 +87,9 @@ std::string check(const Config& c, int D, int smem_limit) {
 
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
   const auto d = define;
-  return {d("FFPA_D", f.D),       d("FFPA_PPG", c.panels),     d("FFPA_SPLIT", c.split),
-          d("FFPA_BF16", f.bf16), d("FFPA_CAUSAL", f.causal),  d("FFPA_BIAS", 0),
-          d("FFPA_DBIAS", 0),     d("FFPA_DROPOUT", f.dropout)};
+  return {d("FFPA_D", f.D),       d("FFPA_PPG", c.panels), d("FFPA_SPLIT", c.split),
+          d("FFPA_PAIR", c.pair), d("FFPA_BF16", f.bf16),  d("FFPA_CAUSAL", f.causal),
+          d("FFPA_BIAS", 0),      d("FFPA_DBIAS", 0),      d("FFPA_DROPOUT", f.dropout)};
 }
 
 nvrtc::Compiled compile(const Config& c, const bwd::Features& f) {
@@ -107,7 +111,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   if (params.dbias) throw RunError("ffpa-bwd-sm90: no bias, so no dbias");
   const nvrtc::Compiled comp = compile_for(pr, c, dev);
   return bwd::make_op(pr, comp, "ffpa_bwd_sm90_kernel", Config::Bc, Config::threads(),
-                      smem_bytes(c, static_cast<int>(pr.shape.D)), params, dev);
+                      smem_bytes(c, static_cast<int>(pr.shape.D)), params, dev, c.pair ? 2 : 1);
 }
 
 }  // namespace ffpa::bwd90
