@@ -452,6 +452,15 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
       const unsigned long long erow =
           (((unsigned long long)b * f.Hq + hq) * f.Nq + max(r, 0)) * (unsigned long long)f.Nkv +
           key0;
+      // Keep bits first (bit 2n + e), one Philox draw live at a time (a rolled loop): unrolled,
+      // the draws beside dK and dV spilled at D = 512.
+      u32 keep = 0;
+#pragma unroll 1
+      for (int n = 0; n < 4; ++n) {
+        float k2[2] = {1.f, 1.f};
+        dropout2(f.dropout_seed, f.dropout_offset + erow + n * 8, f.dropout_p, k2);
+        keep |= (k2[0] != 0.f ? 1u : 0u) << (2 * n) | (k2[1] != 0.f ? 2u : 0u) << (2 * n);
+      }
 #endif
 #pragma unroll
       for (int n = 0; n < 4; ++n) {
@@ -465,10 +474,9 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
         }
 #if FFPA_DROPOUT
         // Pd = P keep / (1 - p) goes to dV; dS = Pd dP - P delta (= P (dP keep / (1 - p) - delta)).
-        dropout2(f.dropout_seed, f.dropout_offset + erow + n * 8, f.dropout_p, pd);
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          pd[e] *= f.dropout_scale;
+          pd[e] = keep >> (2 * n + e) & 1 ? pd[e] * f.dropout_scale : 0.f;
           ds[e] = pd[e] * dm[n][e] - pr[e] * dl;
         }
 #else

@@ -278,6 +278,10 @@ def run_block(cfg, pr, j, raw_base):
                 kv_lim = pr.Nkv - key0
                 erow = ((0 * pr.Hq + (0 if mut("dropout_no_hq") else hq_row)) * pr.Nq +
                         max(r, 0)) * pr.Nkv + key0
+                kbits = 0  # keep bits first: bit 2n + e
+                for n in range(4):
+                    g = pr.offset + erow + (n * 4 if mut("dropout_n4") else n * 8)
+                    kbits |= (keep(g) << (2 * n)) | (keep(g + 1) << (2 * n + 1))
                 for n in range(4):
                     for e in range(2):
                         kof = n * 8 + e
@@ -288,8 +292,7 @@ def run_block(cfg, pr, j, raw_base):
                         masked = kof >= kv_lim or (pr.causal and cm)
                         p_ = 0 if masked else pfun(sm[n][e], l)
                         if pr.dropout:
-                            g = pr.offset + erow + (n * 4 if mut("dropout_n4") else n * 8)
-                            pd = p_ * DSCALE if keep(g + e) else 0
+                            pd = p_ * DSCALE if kbits >> (2 * n + e) & 1 else 0
                             ds = pd * (dm[n][e] - dl) if mut("dropout_ds") else \
                                 pd * dm[n][e] - p_ * dl
                             p_ = pd  # Pd^T is what the kernel stores

@@ -28,9 +28,6 @@ std::string problem_check(const Problem& pr) {
     return "D=" + std::to_string(D) + ": ffpa-bwd-sm90 keeps dK and dV in registers, D must be " +
            "at most " + std::to_string(kMaxD);
   if (pr.mask != MaskKind::none) return "ffpa-bwd-sm90 does not handle a bias (dBias) yet";
-  // The Philox draws beside dK and dV spill 8-24 bytes at D padded to 512 (ptxas, sm_90a).
-  if (pr.dropout > 0 && D > 384)
-    return "ffpa-bwd-sm90 does not handle dropout at D > 384 (no registers left beside dK, dV)";
   return {};
 }
 
