@@ -133,10 +133,10 @@ TEST_CASE("bwd90: split warpgroups (split=1)", "[gpu]") {
         if ((D + 127) / 128 % panels) continue;
         expect_close(make(2, 2, 2, 77, 77, D, dt), bwd90::Config{panels, 1});
       }
-      expect_close(make(1, 8, 2, 1000, 1000, D, dt), bwd90::Config{1, 1});  // GQA, many tiles
+      expect_close(make(1, 4, 2, 300, 300, D, dt), bwd90::Config{1, 1});  // GQA, 19 query tiles
       expect_close(make(2, 4, 4, 1, 333, D, dt), bwd90::Config{1, 1});
       for (Causal c : {Causal::bottom_right, Causal::top_left})
-        for (auto [nq, nkv] : {std::pair{150, 40}, {40, 150}, {999, 999}}) {
+        for (auto [nq, nkv] : {std::pair{150, 40}, {40, 150}, {333, 333}}) {
           Problem p = make(1, 4, 2, nq, nkv, D, dt);
           p.causal = c;
           expect_close(p, bwd90::Config{1, 1});
@@ -152,11 +152,11 @@ TEST_CASE("bwd90: pairs of blocks summing dQ (pair=1)", "[gpu]") {
   for (Dtype dt : kTypes)
     for (int D : {64, 320, 512}) {
       expect_close(make(2, 2, 2, 77, 77, D, dt), bwd90::Config{1, 0, 1});  // 3 key tiles: 4 blocks
-      expect_close(make(1, 8, 2, 1000, 1000, D, dt), bwd90::Config{1, 0, 1});
+      expect_close(make(1, 4, 2, 300, 300, D, dt), bwd90::Config{1, 0, 1});
       expect_close(make(2, 4, 4, 1, 333, D, dt), bwd90::Config{1, 0, 1});
       expect_close(make(1, 2, 1, 45, 20, D, dt), bwd90::Config{1, 0, 1});  // one key tile
       for (Causal c : {Causal::bottom_right, Causal::top_left})
-        for (auto [nq, nkv] : {std::pair{150, 40}, {40, 150}, {999, 999}}) {
+        for (auto [nq, nkv] : {std::pair{150, 40}, {40, 150}, {333, 333}}) {
           Problem p = make(1, 4, 2, nq, nkv, D, dt);
           p.causal = c;
           expect_close(p, bwd90::Config{1, 0, 1});
