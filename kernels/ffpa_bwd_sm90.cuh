@@ -567,10 +567,16 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
       }
     };
 
-    // dQ chunk 0 first, so that its reduction overlaps dV and dK (wait_group retires in order);
-    // PAIR: every chunk after them (the cluster barriers would hold dV and dK back).
+    auto dq_finish = [&](int c) {
+      if (PAIR)
+        dq_pair_reduce(c);
+      else
+        dq_reduce(c);
+    };
+    // dQ chunk 0 first, so that its reduction (and PAIR its exchange) overlaps dV and dK
+    // (wait_group retires in order).
     wgmma_fence();
-    if (!PAIR) dq_issue(0);
+    dq_issue(0);
     {
       const u32 so = opaque(sO + wg * NP * Q_PANEL), sq = opaque(sQ + wg * NP * Q_PANEL);
       const u32 pt = opaque(sPt), st = opaque(sSt);
@@ -583,26 +589,21 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
         }
       wgmma_commit();
     }
-    if (!PAIR) {
-      wgmma_wait<1>();
-      dq_reduce(0);
-    }
+    wgmma_wait<1>();
+    dq_finish(0);
     // dV and dK retired in both warpgroups (SPLIT: in this one, the only reader of its half):
     // Q and dO are free for the next tile's loads.
     wgmma_wait<0>();
     sync_own();
     if (tn < ntile) stage(tn, par ^ 1);
 #pragma unroll
-    for (int c = PAIR ? 0 : 1; c < NP; ++c) {
+    for (int c = 1; c < NP; ++c) {
       wgmma_fence();
       dq_issue(c);
       // Retire every group inside the iteration: one in flight across the back edge makes
       // ptxas serialize the kernel's wgmmas (C7514/C7515, ffpa_fwd_sm90.cuh).
       wgmma_wait<0>();
-      if (PAIR)
-        dq_pair_reduce(c);
-      else
-        dq_reduce(c);
+      dq_finish(c);
     }
     t = tn;
     par ^= 1;
