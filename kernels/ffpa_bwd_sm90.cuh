@@ -335,9 +335,11 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
       rt[lt] = l;
       rt[BR + lt] = dl;
     }
-#pragma unroll
+    // Rolled: unrolled, the 16-32 granule addresses were live beside dK and dV mid-tile (ptxas:
+    // 254 registers at D = 512, 209-222 rolled).
+#pragma unroll 1
     for (int g = 0; g < NG; ++g) {
-#pragma unroll
+#pragma unroll 1
       for (int it = 0; it < LHALVES * PPG * BR * 8 / LT; ++it) {
         const int idx = lt + it * LT;
         const int h = SPLIT ? wg : idx / (PPG * BR * 8), pp = idx / (BR * 8) % PPG;
