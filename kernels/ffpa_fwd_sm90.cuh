@@ -35,12 +35,11 @@
 // 7..9). tools/ffpa_fwd_sm90_sim.py checks the descriptors and fragment maps below against it.
 #pragma once
 
-#include "ffpa_common.cuh"
+#include "wgmma.cuh"
 
 namespace ffpa_fwd90 {
 
 using namespace ffpa_dev;
-typedef unsigned long long u64;
 
 constexpr int D = FFPA_D;
 constexpr int BR = 64;
@@ -80,133 +79,12 @@ static_assert((2 * PPS * BC * 8) % NT == 0, "whole 16-byte granules per thread")
 static_assert(BIAS_ROWS == 0 || BIAS_ROWS == 1 || BIAS_ROWS == BR, "bias rows: 1 or BR");
 static_assert(BR * 4 == NT, "staging: 4 threads a row");
 
-// Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): start address, leading
-// and stride byte offsets (all >> 4), 128-byte swizzle (mode 1 in bits 62..63), base offset 0
-// (every swizzle atom starts on a 1024-byte boundary).
-__device__ __forceinline__ u64 make_desc(u32 addr, u32 lbo, u32 sbo) {
-  return (u64)((addr & 0x3ffffu) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) |
-         (1ull << 62);
-}
-// K-major operands (Q, K): 8-row groups 1024 bytes apart (SBO); LBO is unused with a 128-byte
-// swizzle when the k16 step lies inside one 128-byte row, 16 by convention.
-__device__ __forceinline__ u64 desc_k(u32 addr) {
-  return make_desc(addr, 16, 1024);
-}
-// MN-major V: the 8-key groups of a k16 step are 1024 bytes apart (SBO). With n64 the N extent is
-// one swizzle atom, so LBO (the stride between 64-column atoms) is never used; 1024 as well, so
-// that a reading of the ISA with the roles of LBO and SBO swapped gives the same addresses.
-__device__ __forceinline__ u64 desc_mn(u32 addr) {
-  return make_desc(addr, 1024, 1024);
-}
-
-#if FFPA_BF16
-#define FFPA_WG_AB "bf16"
-#else
-#define FFPA_WG_AB "f16"
-#endif
-
-#define FFPA_WG_ACC                                                                             \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define FFPA_WG_OUT(d)                                                                          \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
-      "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
-      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), \
-      "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-      "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), \
-      "+f"(d[7][2]), "+f"(d[7][3])
-
-#define FFPA_WG_NEW(d)                                                                          \
-  "=f"(d[0][0]), "=f"(d[0][1]), "=f"(d[0][2]), "=f"(d[0][3]), "=f"(d[1][0]), "=f"(d[1][1]),     \
-      "=f"(d[1][2]), "=f"(d[1][3]), "=f"(d[2][0]), "=f"(d[2][1]), "=f"(d[2][2]), "=f"(d[2][3]), \
-      "=f"(d[3][0]), "=f"(d[3][1]), "=f"(d[3][2]), "=f"(d[3][3]), "=f"(d[4][0]), "=f"(d[4][1]), \
-      "=f"(d[4][2]), "=f"(d[4][3]), "=f"(d[5][0]), "=f"(d[5][1]), "=f"(d[5][2]), "=f"(d[5][3]), \
-      "=f"(d[6][0]), "=f"(d[6][1]), "=f"(d[6][2]), "=f"(d[6][3]), "=f"(d[7][0]), "=f"(d[7][1]), \
-      "=f"(d[7][2]), "=f"(d[7][3])
-
-// d[n8][e]: the m64n64 f32 accumulator of a thread, register r = 4 * n8 + e holds row
-// 16 * warp + lane / 4 + 8 * (e >> 1), column 8 * n8 + 2 * (lane % 4) + (e & 1).
-// D = A B (+ D when acc), A and B from shared memory, both K-major.
-__device__ __forceinline__ void wgmma_ss(float (&d)[8][4], u64 da, u64 db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC
-      ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : FFPA_WG_OUT(d)
-      : "l"(da), "l"(db), "n"(1));
-}
-// D = A B, ignoring D (scale-d false): the outputs are write-only, so the compiler does not keep
-// the previous tile's values alive into (and redefine them inside) the wgmma pipeline.
-__device__ __forceinline__ void wgmma_ss_first(float (&d)[8][4], u64 da, u64 db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC
-      ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : FFPA_WG_NEW(d)
-      : "l"(da), "l"(db), "n"(0));
-}
-// D += A B, A and B from shared memory, A K-major, B MN-major (imm-trans-b = 1).
-__device__ __forceinline__ void wgmma_ss_tb(float (&d)[8][4], u64 da, u64 db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC
-      ", %32, %33, p, 1, 1, 0, 1;\n}\n"
-      : FFPA_WG_OUT(d)
-      : "l"(da), "l"(db), "n"(1));
-}
-// D += A B, A from registers (a[0..3]: rows lane/4 and +8, k 2*(lane%4) and +8), B MN-major
-// from shared memory (imm-trans-b = 1).
-__device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const u32 (&a)[4], u64 db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC
-      ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-      : FFPA_WG_OUT(d)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1));
-}
-
-__device__ __forceinline__ void wgmma_fence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Pins accumulators between asm statements: after a wgmma.wait_group, reads cannot move above it;
-// before a wgmma.fence, plain writes (the O rescale) cannot sink below it, where they would modify
-// registers of the wgmma pipeline without a fence.
-__device__ __forceinline__ void fence_acc(float (&d)[8][4]) {
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
-}
-
-// The P fragments likewise: written before the wgmma.fence that precedes the wgmmas reading them.
-template <int N>
-__device__ __forceinline__ void fence_regs(u32 (&a)[N][4]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
-}
-
-// x, opaque to the optimizer: addresses derived from it are recomputed where used instead of
-// being hoisted out of the tile loop and held (16 Q descriptors would cost 32 registers).
-__device__ __forceinline__ u32 opaque(u32 x) {
-  asm volatile("mov.b32 %0, %0;\n" : "+r"(x));
-  return x;
-}
-
 // Before a slot is used: this thread's copies of it landed, they are made visible to the async
 // proxy (wgmma reads shared memory through it), the wgmma group two slots back (the slot the
 // next load overwrites) is complete, and every thread got there.
 __device__ __forceinline__ void slot_sync() {
   cp_async_wait<LA - 1>();
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  fence_proxy_async();
   wgmma_wait<1>();
   __syncthreads();
 }
@@ -303,6 +181,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
   // first slot barrier (the previous tile's readers are past it) and read after the S exchange
   // barrier.
   auto stage = [&](int j) {
+#if FFPA_BIAS || FFPA_DROPOUT
     const int row = tid >> 2, k0 = (tid & 3) * KPT, key0 = j * BC + k0;
     const int r = srow[row], hq = srow[BR + row];
 #if FFPA_BIAS
@@ -340,6 +219,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
     else
       skeep[tid] = bits;
 #endif
+#endif
   };
 
   float o[NP][8][4];
@@ -372,9 +252,9 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
             const u64 da = desc_k(sq + pp * Q_PANEL + kk * 32);
             const u64 db = desc_k(sk + pp * PANEL + nb * 64 * 128 + kk * 32);
             if (cs == 0 && pp == 0 && kk == 0)
-              wgmma_ss_first(s[nb], da, db);
+              wgmma_first<0, 0>(s[nb], da, db);
             else
-              wgmma_ss(s[nb], da, db);
+              wgmma<0, 0>(s[nb], da, db);
           }
       wgmma_commit();
       if (cs == 0) stage(j);
@@ -502,7 +382,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
         for (int ks = 0; ks < KS; ++ks) {
           const u64 db = desc_mn(sv + pp * PANEL + ks * 16 * 128);
           if (PSMEM)  // the slot barrier above published P (and its proxy fence covered it)
-            wgmma_ss_tb(o[cs * PPS + pp], desc_k(sP + (ks >> 2) * Q_PANEL + (ks & 3) * 32), db);
+            wgmma<0, 1>(o[cs * PPS + pp], desc_k(sP + (ks >> 2) * Q_PANEL + (ks & 3) * 32), db);
           else
             wgmma_rs(o[cs * PPS + pp], pa[ks], db);
         }

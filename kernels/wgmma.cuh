@@ -1,0 +1,142 @@
+// Warpgroup MMA (sm_90a) pieces shared by the Hopper kernels (ffpa_fwd_sm90.cuh,
+// ffpa_bwd_sm90.cuh): shared-memory matrix descriptors for the 128-byte swizzle that tile_off
+// produces on 1024-byte aligned panels, the wgmma instructions the kernels issue, and the fences
+// that keep the compiler's hands off registers the asynchronous pipeline owns. Device code only.
+// FFPA_BF16 picks the input type.
+#pragma once
+
+#include "ffpa_common.cuh"
+
+namespace ffpa_dev {
+
+typedef unsigned long long u64;
+
+// Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): start address, leading
+// and stride byte offsets (all >> 4), 128-byte swizzle (mode 1 in bits 62..63), base offset 0
+// (every swizzle atom starts on a 1024-byte boundary).
+__device__ __forceinline__ u64 make_desc(u32 addr, u32 lbo, u32 sbo) {
+  return (u64)((addr & 0x3ffffu) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) |
+         (1ull << 62);
+}
+// K-major operand: 8-row groups 1024 bytes apart (SBO); LBO is unused with a 128-byte swizzle
+// when the k16 step lies inside one 128-byte row, 16 by convention.
+__device__ __forceinline__ u64 desc_k(u32 addr) {
+  return make_desc(addr, 16, 1024);
+}
+// MN-major operand of M or N = 64: the 8-row groups of a k16 step are 1024 bytes apart (SBO).
+// The M/N extent is one swizzle atom, so LBO (the stride between 64-column atoms) is never used;
+// 1024 as well, so that a reading of the ISA with the roles of LBO and SBO swapped gives the
+// same addresses.
+__device__ __forceinline__ u64 desc_mn(u32 addr) {
+  return make_desc(addr, 1024, 1024);
+}
+
+#if FFPA_BF16
+#define FFPA_WG_AB "bf16"
+#else
+#define FFPA_WG_AB "f16"
+#endif
+#define FFPA_WG_ACC16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define FFPA_WG_ACC32                                                                           \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define FFPA_WG_REGS4(c, d, i) c(d[i][0]), c(d[i][1]), c(d[i][2]), c(d[i][3])
+#define FFPA_WG_REGS16(c, d) \
+  FFPA_WG_REGS4(c, d, 0), FFPA_WG_REGS4(c, d, 1), FFPA_WG_REGS4(c, d, 2), FFPA_WG_REGS4(c, d, 3)
+#define FFPA_WG_REGS32(c, d)                                                                    \
+  FFPA_WG_REGS16(c, d), FFPA_WG_REGS4(c, d, 4), FFPA_WG_REGS4(c, d, 5), FFPA_WG_REGS4(c, d, 6), \
+      FFPA_WG_REGS4(c, d, 7)
+
+// d[n8][e]: register 4 * n8 + e of the m64nN f32 accumulator holds row 16 * warp + lane / 4 +
+// 8 * (e >> 1), column 8 * n8 + 2 * (lane % 4) + (e & 1).
+// D += A B, A and B from shared memory; TA / TB = 1: that operand is MN-major (imm-trans), else
+// K-major. The accumulator's extent picks N: d[4][4] is m64n32, d[8][4] m64n64.
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma(float (&d)[4][4], u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC16
+      ", %16, %17, p, 1, 1, %19, %20;\n}\n"
+      : FFPA_WG_REGS16("+f", d)
+      : "l"(da), "l"(db), "n"(1), "n"(TA), "n"(TB));
+}
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma(float (&d)[8][4], u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC32
+      ", %32, %33, p, 1, 1, %35, %36;\n}\n"
+      : FFPA_WG_REGS32("+f", d)
+      : "l"(da), "l"(db), "n"(1), "n"(TA), "n"(TB));
+}
+// D = A B, ignoring D (scale-d false): the outputs are write-only, so the compiler does not keep
+// the previous values alive into (and redefine them inside) the wgmma pipeline.
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_first(float (&d)[4][4], u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC16
+      ", %16, %17, p, 1, 1, %19, %20;\n}\n"
+      : FFPA_WG_REGS16("=f", d)
+      : "l"(da), "l"(db), "n"(0), "n"(TA), "n"(TB));
+}
+template <int TA, int TB>
+__device__ __forceinline__ void wgmma_first(float (&d)[8][4], u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC32
+      ", %32, %33, p, 1, 1, %35, %36;\n}\n"
+      : FFPA_WG_REGS32("=f", d)
+      : "l"(da), "l"(db), "n"(0), "n"(TA), "n"(TB));
+}
+// m64n64: D += A B, A from registers (a[0..3]: rows lane/4 and +8, k 2*(lane%4) and +8), B
+// MN-major from shared memory (imm-trans-b = 1).
+__device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const u32 (&a)[4], u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC32
+      ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : FFPA_WG_REGS32("+f", d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1));
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy
+// that wgmma reads through.
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// Pins registers between asm statements: after a wgmma.wait_group, reads cannot move above it;
+// before a wgmma.fence, plain writes (an accumulator rescale, A fragments) cannot sink below it,
+// where they would modify registers of the wgmma pipeline without a fence.
+template <int N>
+__device__ __forceinline__ void fence_acc(float (&d)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_regs(u32 (&a)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
+}
+// x, opaque to the optimizer: addresses derived from it are recomputed where used instead of
+// being hoisted out of a loop and held in registers (descriptors cost 2 registers each).
+__device__ __forceinline__ u32 opaque(u32 x) {
+  asm volatile("mov.b32 %0, %0;\n" : "+r"(x));
+  return x;
+}
+
+}  // namespace ffpa_dev
