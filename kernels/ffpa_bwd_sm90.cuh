@@ -15,6 +15,8 @@
 //                query tiles): each dQ chunk is summed over the pair through distributed shared
 //                memory (the exchange buffer) and each block reduces half its rows, so half the
 //                fp32 reductions reach L2; two cluster barriers per chunk
+//   FFPA_DQB     dQ chunk accumulators: 1, or 2 (chunk c + 1 is issued before chunk c is
+//                reduced, 32 registers more)
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_DROPOUT as in ffpa_bwd.cuh (no bias: the variant refuses it)
 //
 // Layout of the work: a block is one key tile of BC = 32 keys of one kv head (and batch), two
@@ -64,6 +66,7 @@ constexpr int KV_BYTES = BC * DP * 2;
 constexpr int Q_BYTES = BR * DP * 2;
 constexpr bool SPLIT = FFPA_SPLIT;
 constexpr bool PAIR = FFPA_PAIR;
+constexpr int DQB = FFPA_DQB;
 constexpr int PT_BYTES = BC * BR * 2;      // P^T or dS^T
 constexpr int PT_SETS = SPLIT ? 2 : 1;     // (P^T, dS^T) pairs, by tile parity
 constexpr int X_BYTES = 2 * 4 * 128 * 16;  // exchange: [w][n8][thread] float4
@@ -81,6 +84,7 @@ static_assert(D % 8 == 0 && D <= 512, "D: a multiple of 8, at most 512 (dK, dV l
 static_assert(NP % PPG == 0, "a Q/dO group holds a whole share of the half's panels");
 static_assert((LHALVES * PPG * BR * 8) % LT == 0, "whole 16-byte granules per thread");
 static_assert(!(PAIR && SPLIT), "the pair exchange borrows the block-synchronous exchange buffer");
+static_assert(DQB == 1 || DQB == 2, "one or two dQ chunk accumulators");
 
 // Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"), as ffpa_fwd_sm90.cuh
 // encodes it: start address, LBO, SBO (>> 4), 128-byte swizzle (mode 1 in bits 62..63).
@@ -498,8 +502,10 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
     __syncthreads();  // P^T and dS^T of both warpgroups published
 
     // dQ[:, half w] = dS K[:, half w], chunk c: columns w * DH + c * 64 .. + 63.
-    float dq[8][4];
-    auto dq_issue = [&](int c) {
+    // Chunk c goes to accumulator bi (a constant once the chunk loop is unrolled).
+    float dqs[DQB][8][4];
+    auto dq_issue = [&](int c, int bi) {
+      float(&dq)[8][4] = dqs[bi];
       const u32 kp = opaque(sK + (wg * NP + c) * KV_PANEL), st = opaque(sSt);
       wgmma_n64_tt_first(dq, desc_mn(st), desc_mn(kp));
       wgmma_n64_tt(dq, desc_mn(st + 16 * 128), desc_mn(kp + 16 * 128));
@@ -507,7 +513,8 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
     };
     // Lane pairs swap half their fragment so that each lane holds 4 neighbouring columns of one
     // row (even lanes row g, odd lanes row g + 8): one vector reduction each (ffpa_bwd.cuh).
-    auto dq_reduce = [&](int c) {
+    auto dq_reduce = [&](int c, int bi) {
+      float(&dq)[8][4] = dqs[bi];
       fence_acc(dq);
       const bool odd = lane & 1;
       const int row = wq * 16 + (lane >> 2) + (odd ? 8 : 0);
@@ -532,7 +539,8 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
     // (h = 1 - rank) to the same thread there, through that block's exchange buffer, and adds
     // the other's h = rank rows to its own. Then lane pairs swap so that each lane holds 4
     // neighbouring columns of its row: even lanes the n8 groups 2m, odd lanes 2m + 1.
-    auto dq_pair_reduce = [&](int c) {
+    auto dq_pair_reduce = [&](int c, int bi) {
+      float(&dq)[8][4] = dqs[bi];
       fence_acc(dq);
       const u32 xmine = smem_u32(xbuf + wg * 4 * 128 + t128);
       const u32 xpeer = map_rank(xmine, rank ^ 1);
@@ -569,16 +577,16 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
       }
     };
 
-    auto dq_finish = [&](int c) {
+    auto dq_finish = [&](int c, int bi) {
       if (PAIR)
-        dq_pair_reduce(c);
+        dq_pair_reduce(c, bi);
       else
-        dq_reduce(c);
+        dq_reduce(c, bi);
     };
     // dQ chunk 0 first, so that its reduction (and PAIR its exchange) overlaps dV and dK
     // (wait_group retires in order).
     wgmma_fence();
-    dq_issue(0);
+    dq_issue(0, 0);
     {
       const u32 so = opaque(sO + wg * NP * Q_PANEL), sq = opaque(sQ + wg * NP * Q_PANEL);
       const u32 pt = opaque(sPt), st = opaque(sSt);
@@ -592,20 +600,31 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
       wgmma_commit();
     }
     wgmma_wait<1>();
-    dq_finish(0);
+    dq_finish(0, 0);
     // dV and dK retired in both warpgroups (SPLIT: in this one, the only reader of its half):
     // Q and dO are free for the next tile's loads.
     wgmma_wait<0>();
     sync_own();
     if (tn < ntile) stage(tn, par ^ 1);
+      // DQB = 2: chunk c + 1 is in flight while chunk c is reduced; its accumulator held chunk
+      // c - 1, reduced in the previous step (chunk 0 before the staging).
 #pragma unroll
     for (int c = 1; c < NP; ++c) {
-      wgmma_fence();
-      dq_issue(c);
-      // Retire every group inside the iteration: one in flight across the back edge makes
-      // ptxas serialize the kernel's wgmmas (C7514/C7515, ffpa_fwd_sm90.cuh).
-      wgmma_wait<0>();
-      dq_finish(c);
+      const int bi = DQB == 2 ? c & 1 : 0;
+      if (DQB == 1 || c == 1) {
+        wgmma_fence();
+        dq_issue(c, bi);
+      }
+      if (DQB == 2 && c + 1 < NP) {
+        wgmma_fence();
+        dq_issue(c + 1, (c + 1) & 1);
+        wgmma_wait<1>();
+      } else {
+        // Retire every group inside the iteration: one in flight across the back edge makes
+        // ptxas serialize the kernel's wgmmas (C7514/C7515, ffpa_fwd_sm90.cuh).
+        wgmma_wait<0>();
+      }
+      dq_finish(c, bi);
     }
     t = tn;
     par ^= 1;

@@ -2,7 +2,7 @@
 // data (random dO, the reference forward's o and lse): self, cross, decode, GQA/MQA, causal both
 // alignments (Nq < Nkv and Nq > Nkv), lengths 1, 7, 127, 1000, B > 1, D 64..512 (padded to 128
 // inside), both dtypes, dropout, every panel grouping, split warpgroups, pairs of
-// blocks. Outputs are
+// blocks, two dQ accumulators. Outputs are
 // poisoned (NaN) before the run so an unwritten element fails; the tolerances are gpu_ffpa_bwd's
 // (expect_backward_close). "[bench]" times B=1 H=32 N=8192 against ffpa-bwd-sm80 with CUDA events.
 // Needs an sm_90 GPU: elsewhere every case warns and returns.
@@ -167,6 +167,19 @@ TEST_CASE("bwd90: pairs of blocks summing dQ (pair=1)", "[gpu]") {
     }
 }
 
+TEST_CASE("bwd90: two dQ accumulators (dqbuf=2)", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : {64, 320, 512})
+      for (int pair : {0, 1}) {
+        const bwd90::Config c{1, 0, pair, 2};
+        expect_close(make(2, 2, 2, 77, 77, D, dt), c);
+        Problem p = make(1, 4, 2, 150, 40, D, dt);
+        p.causal = Causal::bottom_right;
+        expect_close(p, c);
+      }
+}
+
 TEST_CASE("bwd90: the variant through AttnTensors passes the runner's FA3-rule check", "[gpu]") {
   if (!hopper()) return;
   auto v = make_ffpa_bwd_sm90();
@@ -239,11 +252,13 @@ TEST_CASE("sm90 backward timings", "[.][bench]") {
       bench90("panels", self, bwd90::Config{3, 0});
       for (int panels : {1, 3}) bench90("split", self, bwd90::Config{panels, 1});
       bench90("pair", self, bwd90::Config{1, 0, 1});
+      bench90("dqbuf", self, bwd90::Config{1, 0, 0, 2});
       continue;
     }
     for (int panels : {1, 4}) bench90("panels", self, bwd90::Config{panels, 0});
     for (int panels : {1, 2, 4}) bench90("split", self, bwd90::Config{panels, 1});
     for (int panels : {1, 2, 4}) bench90("pair", self, bwd90::Config{panels, 0, 1});
+    for (int pair : {0, 1}) bench90("dqbuf", self, bwd90::Config{2, 0, pair, 2});
     Problem causal = self;
     causal.causal = Causal::bottom_right;
     bench90("causal", causal, bwd90::default_config(causal));

@@ -56,6 +56,20 @@ TEST_CASE("bwd90 every panel grouping at D = 512 and 320 compiles clean", "[nvrt
     }
 }
 
+TEST_CASE("bwd90 two dQ accumulators (dqbuf=2) compile clean", "[nvrtc][bwd90]") {
+  test::FreshCache cache;
+  for (int D : {64, 320, 512})
+    for (Causal causal : {Causal::none, Causal::top_left}) {
+      const Problem p = compile_problem(D, causal);
+      for (int pair : {0, 1}) {
+        const int panels = (D + 127) / 128 % 2 ? 1 : 2;
+        const auto comp = compile_clean(bwd90::Config{panels, 0, pair, 2}, bwd::Features::of(p));
+        WARN("D=" << D << " dqbuf=2 pair=" << pair << " causal=" << to_string(causal) << ": "
+                  << comp.info.at("ffpa_bwd_sm90_kernel").registers << " registers");
+      }
+    }
+}
+
 TEST_CASE("bwd90 pairs of blocks (pair=1) compile clean", "[nvrtc][bwd90]") {
   test::FreshCache cache;
   for (int D : {64, 320, 512})
@@ -125,6 +139,8 @@ TEST_CASE("bwd90 configuration checks", "[bwd90]") {
   CHECK_THAT(bwd90::check(c, 512, smem), Catch::Contains("pair needs split=0"));
   c.split = 0;
   CHECK(bwd90::check(c, 512, smem).empty());
+  c.dqbuf = 3;
+  CHECK_THAT(bwd90::check(c, 512, smem), Catch::Contains("dqbuf is 1 or 2"));
   for (int D = 8; D <= 512; D += 8)
     CHECK(bwd90::check(bwd90::default_config(compile_problem(D)), D, smem).empty());
 }

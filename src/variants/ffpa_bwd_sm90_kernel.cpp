@@ -10,8 +10,9 @@ using namespace ffpa_family;
 namespace {
 
 // Registers ptxas needs besides the accumulators (descriptors, row table, P/dS temporaries, the
-// S and dP partials of phase 1), read off compiled configurations (tests/test_bwd90_compile).
-constexpr int kRegisterOverhead = 64;
+// S and dP partials of phase 1), read off compiled configurations (tests/test_bwd90_compile):
+// 41-66 at D = 512. A pre-filter only: refuse_spills() on ptxas's report decides.
+constexpr int kRegisterOverhead = 48;
 
 int padded(int D) {
   return padded_d(D, 128);
@@ -19,8 +20,10 @@ int padded(int D) {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {
-    {"panels", &Config::panels}, {"split", &Config::split}, {"pair", &Config::pair}};
+constexpr Knob<Config> kKnobs[] = {{"panels", &Config::panels},
+                                   {"split", &Config::split},
+                                   {"pair", &Config::pair},
+                                   {"dqbuf", &Config::dqbuf}};
 
 std::string problem_check(const Problem& pr) {
   const int64_t D = pr.shape.D;
@@ -64,9 +67,10 @@ int smem_bytes(const Config& c, int D) {
          2 * 4 * 128 * 16 + 2 * sets * 64 * 8;
 }
 
-int accumulator_registers(const Config&, int D) {
-  // dV^T and dK^T (2 x DP/2 x 32 over 128 threads), the dQ chunk (64 x 64 over 128)
-  return padded(D) / 4 + 32;
+int accumulator_registers(const Config& c, int D) {
+  // dV^T and dK^T (2 x DP/2 x 32 over 128 threads), the dQ chunks (64 x 64 over 128 each; two
+  // live at once only from 3 chunks a warpgroup up)
+  return padded(D) / 4 + 32 * (c.dqbuf == 2 && padded(D) / 128 >= 3 ? 2 : 1);
 }
 
 std::string check(const Config& c, int D, int smem_limit) {
@@ -77,6 +81,7 @@ std::string check(const Config& c, int D, int smem_limit) {
            s(kMaxD);
   if (c.split != 0 && c.split != 1) return "split is 0 or 1";
   if (c.pair != 0 && c.pair != 1) return "pair is 0 or 1";
+  if (c.dqbuf != 1 && c.dqbuf != 2) return "dqbuf is 1 or 2";
   if (c.pair && c.split)
     return "pair needs split=0 (it borrows the block-synchronous exchange buffer)";
   if (c.panels < 1 || (padded(D) / 128) % c.panels)
@@ -88,9 +93,11 @@ std::string check(const Config& c, int D, int smem_limit) {
 
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
   const auto d = define;
-  return {d("FFPA_D", f.D),       d("FFPA_PPG", c.panels), d("FFPA_SPLIT", c.split),
-          d("FFPA_PAIR", c.pair), d("FFPA_BF16", f.bf16),  d("FFPA_CAUSAL", f.causal),
-          d("FFPA_BIAS", 0),      d("FFPA_DBIAS", 0),      d("FFPA_DROPOUT", f.dropout)};
+  return {d("FFPA_D", f.D),           d("FFPA_PPG", c.panels),
+          d("FFPA_SPLIT", c.split),   d("FFPA_PAIR", c.pair),
+          d("FFPA_DQB", c.dqbuf),     d("FFPA_BF16", f.bf16),
+          d("FFPA_CAUSAL", f.causal), d("FFPA_BIAS", 0),
+          d("FFPA_DBIAS", 0),         d("FFPA_DROPOUT", f.dropout)};
 }
 
 nvrtc::Compiled compile(const Config& c, const bwd::Features& f) {

@@ -23,6 +23,7 @@ struct Config {
   int panels = 1;  // 64-column panels of each half per Q/dO cp.async group (divides DP / 128)
   int split = 0;   // 1: warpgroups load and guard their own halves (warpgroup barriers)
   int pair = 0;    // 1 (split 0): clusters of 2 blocks sum dQ before reducing (half the atomics)
+  int dqbuf = 1;   // dQ chunk accumulators: 2 issues chunk c + 1 before reducing chunk c
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
