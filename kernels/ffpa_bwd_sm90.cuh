@@ -40,16 +40,17 @@
 //    MN-major as the forward's V), each added to dq_accum with red.global.add.v4.f32.
 //
 // Shared panels use tile_off (ffpa_common.cuh): 128-byte rows, 16-byte granule XOR (row & 7), on a
-// 1024-byte aligned base: the wgmma 128-byte swizzle. tools/ffpa_bwd_sm90_sim.py checks the
-// descriptors and fragment maps below against it.
+// 1024-byte aligned base: the wgmma 128-byte swizzle. Descriptors and wgmma forms are wgmma.cuh's
+// (shared with ffpa_fwd_sm90.cuh). tools/ffpa_bwd_sm90_sim.py checks the descriptors and fragment
+// maps below against it.
 #pragma once
 
 #include "ffpa_common.cuh"
+#include "wgmma.cuh"
 
 namespace ffpa_bwd90 {
 
 using namespace ffpa_dev;
-typedef unsigned long long u64;
 
 constexpr int D = FFPA_D;
 constexpr int BR = 64;
@@ -86,112 +87,6 @@ static_assert((LHALVES * PPG * BR * 8) % LT == 0, "whole 16-byte granules per th
 static_assert(!(PAIR && SPLIT), "the pair exchange borrows the block-synchronous exchange buffer");
 static_assert(DQB == 1 || DQB == 2, "one or two dQ chunk accumulators");
 
-// Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"), as ffpa_fwd_sm90.cuh
-// encodes it: start address, LBO, SBO (>> 4), 128-byte swizzle (mode 1 in bits 62..63).
-__device__ __forceinline__ u64 make_desc(u32 addr, u32 lbo, u32 sbo) {
-  return (u64)((addr & 0x3ffffu) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) |
-         (1ull << 62);
-}
-// K-major operand: 8-row groups 1024 bytes apart (SBO), the k16 step inside a 128-byte row.
-__device__ __forceinline__ u64 desc_k(u32 addr) {
-  return make_desc(addr, 16, 1024);
-}
-// MN-major operand of M or N = 64 (one swizzle atom wide: LBO unused, 1024 as in the forward):
-// the 8-row groups of a k16 step 1024 bytes apart.
-__device__ __forceinline__ u64 desc_mn(u32 addr) {
-  return make_desc(addr, 1024, 1024);
-}
-
-#if FFPA_BF16
-#define FFPA_WG_AB "bf16"
-#else
-#define FFPA_WG_AB "f16"
-#endif
-
-#define FFPA_WG_ACC16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
-#define FFPA_WG_ACC32                                                                           \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define FFPA_WG_REGS4(c, d, i) c(d[i][0]), c(d[i][1]), c(d[i][2]), c(d[i][3])
-#define FFPA_WG_REGS16(c, d) \
-  FFPA_WG_REGS4(c, d, 0), FFPA_WG_REGS4(c, d, 1), FFPA_WG_REGS4(c, d, 2), FFPA_WG_REGS4(c, d, 3)
-#define FFPA_WG_REGS32(c, d)                                                                    \
-  FFPA_WG_REGS16(c, d), FFPA_WG_REGS4(c, d, 4), FFPA_WG_REGS4(c, d, 5), FFPA_WG_REGS4(c, d, 6), \
-      FFPA_WG_REGS4(c, d, 7)
-
-// d[n8][e]: register 4 * n8 + e of the m64nN f32 accumulator holds row 16 * warp + lane / 4 +
-// 8 * (e >> 1), column 8 * n8 + 2 * (lane % 4) + (e & 1).
-// S, dP: D = A B, both K-major; _first ignores D (write-only outputs, as in the forward).
-__device__ __forceinline__ void wgmma_n32(float (&d)[4][4], u64 da, u64 db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC16
-      ", %16, %17, p, 1, 1, 0, 0;\n}\n"
-      : FFPA_WG_REGS16("+f", d)
-      : "l"(da), "l"(db), "n"(1));
-}
-__device__ __forceinline__ void wgmma_n32_first(float (&d)[4][4], u64 da, u64 db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC16
-      ", %16, %17, p, 1, 1, 0, 0;\n}\n"
-      : FFPA_WG_REGS16("=f", d)
-      : "l"(da), "l"(db), "n"(0));
-}
-// dV^T, dK^T: D += A B, A MN-major (imm-trans-a = 1), B K-major.
-__device__ __forceinline__ void wgmma_n32_ta(float (&d)[4][4], u64 da, u64 db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC16
-      ", %16, %17, p, 1, 1, 1, 0;\n}\n"
-      : FFPA_WG_REGS16("+f", d)
-      : "l"(da), "l"(db), "n"(1));
-}
-// dQ: D (+)= A B, A and B MN-major (imm-trans-a = imm-trans-b = 1).
-__device__ __forceinline__ void wgmma_n64_tt(float (&d)[8][4], u64 da, u64 db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC32
-      ", %32, %33, p, 1, 1, 1, 1;\n}\n"
-      : FFPA_WG_REGS32("+f", d)
-      : "l"(da), "l"(db), "n"(1));
-}
-__device__ __forceinline__ void wgmma_n64_tt_first(float (&d)[8][4], u64 da, u64 db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC32
-      ", %32, %33, p, 1, 1, 1, 1;\n}\n"
-      : FFPA_WG_REGS32("=f", d)
-      : "l"(da), "l"(db), "n"(0));
-}
-
-__device__ __forceinline__ void wgmma_fence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Pins accumulators after a wgmma.wait_group: reads cannot move above it.
-template <int N>
-__device__ __forceinline__ void fence_acc(float (&d)[N][4]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
-}
-// x, opaque to the optimizer: descriptors derived from it are recomputed where used instead of
-// being hoisted out of the query-tile loop and held in registers.
-__device__ __forceinline__ u32 opaque(u32 x) {
-  asm volatile("mov.b32 %0, %0;\n" : "+r"(x));
-  return x;
-}
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
 // Waits until at most n cp.async groups are pending (n <= N; a constant once unrolled).
 template <int N>
 __device__ __forceinline__ void cp_async_wait_upto(int n) {
@@ -409,11 +304,11 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
           const u64 do_ = desc_k(so + pp * Q_PANEL + kk * 32);
           const u64 dv_ = desc_k(sv + pp * KV_PANEL + kk * 32);
           if (g == 0 && pp == 0 && kk == 0) {
-            wgmma_n32_first(s, dq_, dk_);
-            wgmma_n32_first(dp, do_, dv_);
+            wgmma_first<0, 0>(s, dq_, dk_);
+            wgmma_first<0, 0>(dp, do_, dv_);
           } else {
-            wgmma_n32(s, dq_, dk_);
-            wgmma_n32(dp, do_, dv_);
+            wgmma<0, 0>(s, dq_, dk_);
+            wgmma<0, 0>(dp, do_, dv_);
           }
         }
       wgmma_commit();
@@ -507,8 +402,8 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
     auto dq_issue = [&](int c, int bi) {
       float(&dq)[8][4] = dqs[bi];
       const u32 kp = opaque(sK + (wg * NP + c) * KV_PANEL), st = opaque(sSt);
-      wgmma_n64_tt_first(dq, desc_mn(st), desc_mn(kp));
-      wgmma_n64_tt(dq, desc_mn(st + 16 * 128), desc_mn(kp + 16 * 128));
+      wgmma_first<1, 1>(dq, desc_mn(st), desc_mn(kp));
+      wgmma<1, 1>(dq, desc_mn(st + 16 * 128), desc_mn(kp + 16 * 128));
       wgmma_commit();
     };
     // Lane pairs swap half their fragment so that each lane holds 4 neighbouring columns of one
@@ -594,8 +489,8 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
       for (int c = 0; c < NP; ++c)
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) {
-          wgmma_n32_ta(dv[c], desc_mn(so + c * Q_PANEL + ks * 16 * 128), desc_k(pt + ks * 32));
-          wgmma_n32_ta(dk[c], desc_mn(sq + c * Q_PANEL + ks * 16 * 128), desc_k(st + ks * 32));
+          wgmma<1, 0>(dv[c], desc_mn(so + c * Q_PANEL + ks * 16 * 128), desc_k(pt + ks * 32));
+          wgmma<1, 0>(dk[c], desc_mn(sq + c * Q_PANEL + ks * 16 * 128), desc_k(st + ks * 32));
         }
       wgmma_commit();
     }
