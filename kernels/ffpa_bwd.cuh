@@ -286,17 +286,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd::NT, 1)
     for (int c = 0; c < NCH; ++c) {
       for (int idx = tid; idx < BR * CW / 8; idx += NT) {
         const int row = idx / (CW / 8), col = c * CW + (idx % (CW / 8)) * 8;
-        const int i = m0 + row;
-        const bool ok = i < rows_total && col < D;
-        const u16 *qs = qb, *os = ob;
-        if (ok) {
-          const int hq = kvh * f.group + i / f.Nq, r = i % f.Nq;
-          qs = qb + hq * f.q_head_stride + r * f.q_row_stride + col;
-          os = ob + hq * p.do_head_stride + r * p.do_row_stride + col;
-        }
-        const u32 off = tile_off(row, col, BR);
-        cp_async16(sQ + off, qs, ok);
-        cp_async16(sO + off, os, ok);
+        load_qdo_granule<BR, D>(p, qb, ob, sQ, sO, row, col, m0, rows_total, kvh);
       }
       cp_async_commit();
     }

@@ -244,17 +244,7 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
         const int h = SPLIT ? wg : idx / (PPG * BR * 8), pp = idx / (BR * 8) % PPG;
         const int gq = idx % (BR * 8);
         const int row = gq >> 3, col = h * DH + (g * PPG + pp) * 64 + (gq & 7) * 8;
-        const int i = m0 + row;
-        const bool ok = i < rows_total && col < D;
-        const u16 *qs = qb, *os = ob;
-        if (ok) {
-          const int hq = kvh * f.group + i / f.Nq, r = i % f.Nq;
-          qs = qb + hq * f.q_head_stride + r * f.q_row_stride + col;
-          os = ob + hq * p.do_head_stride + r * p.do_row_stride + col;
-        }
-        const u32 off = tile_off(row, col, BR);
-        cp_async16(sQ + off, qs, ok);
-        cp_async16(sO + off, os, ok);
+        load_qdo_granule<BR, D>(p, qb, ob, sQ, sO, row, col, m0, rows_total, kvh);
       }
       cp_async_commit();
     }

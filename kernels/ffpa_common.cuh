@@ -181,4 +181,25 @@ __device__ __forceinline__ void load_q_granule(const FfpaFwdParams& p, const u16
   cp_async16(sQ + tile_off(row, col, BR), src, ok);
 }
 
+// Queues granule (row, col) of a backward query tile: Q and dO rows m0 + row of the packed
+// group * Nq rows into sQ and sO at tile_off(row, col, BR) (zero-filled past the rows and past D).
+// qb, ob: Q and dO of the block's batch.
+template <int BR, int D>
+__device__ __forceinline__ void load_qdo_granule(const FfpaBwdParams& p, const u16* qb,
+                                                 const u16* ob, u32 sQ, u32 sO, int row, int col,
+                                                 int m0, int rows_total, int kvh) {
+  const FfpaFwdParams& f = p.fwd;
+  const int i = m0 + row;
+  const bool ok = i < rows_total && col < D;
+  const u16 *qs = qb, *os = ob;
+  if (ok) {
+    const int hq = kvh * f.group + i / f.Nq, r = i % f.Nq;
+    qs = qb + hq * f.q_head_stride + r * f.q_row_stride + col;
+    os = ob + hq * p.do_head_stride + r * p.do_row_stride + col;
+  }
+  const u32 off = tile_off(row, col, BR);
+  cp_async16(sQ + off, qs, ok);
+  cp_async16(sO + off, os, ok);
+}
+
 }  // namespace ffpa_dev
