@@ -17,7 +17,7 @@ struct Bwd90 {
   static constexpr auto check = bwd90::check;
   static constexpr auto compile = bwd90::compile_for;
   static constexpr auto problem_check = bwd90::problem_check;  // D <= 512, no bias
-  static constexpr auto device_check = bwd90::device_check;    // Hopper only
+  static constexpr auto device_check = ffpa_family::needs_sm90;
   static std::unique_ptr<Op> bind(const Problem& p, const Config& c, AttnTensors& t,
                                   const gpu::DeviceInfo& d) {
     return bwd90::bind(p, c, t.bwd_params(), d);

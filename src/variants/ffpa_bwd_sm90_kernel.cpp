@@ -34,10 +34,6 @@ std::string problem_check(const Problem& pr) {
   return {};
 }
 
-std::string device_check(const gpu::DeviceInfo& d) {
-  return d.sm_major == 9 ? "" : "ffpa-bwd-sm90 needs sm_90 (wgmma)";
-}
-
 const std::vector<std::string>& knob_names() {
   static const std::vector<std::string> names = ffpa_family::knob_names(kKnobs);
   return names;
@@ -105,7 +101,7 @@ nvrtc::Compiled compile(const Config& c, const bwd::Features& f) {
 }
 
 nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
-  if (auto why = device_check(dev); !why.empty()) throw Unsupported(why);
+  if (auto why = needs_sm90(dev); !why.empty()) throw Unsupported(why);
   if (auto why = problem_check(pr); !why.empty()) throw Unsupported(why);
   const int D = static_cast<int>(pr.shape.D);
   if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);

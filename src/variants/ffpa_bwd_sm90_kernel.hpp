@@ -35,8 +35,6 @@ constexpr int kMaxD = 512;  // dK and dV (D x 32 fp32 a warpgroup each) live in 
 
 // Empty when the kernel handles the problem: D a multiple of 8 up to 512, no bias.
 std::string problem_check(const Problem&);
-// Empty on an sm_90 device (wgmma).
-std::string device_check(const gpu::DeviceInfo&);
 
 const std::vector<std::string>& knob_names();
 Config default_config(const Problem&);

@@ -17,7 +17,7 @@ struct Fwd90 {
   static constexpr auto check = fwd90::check;
   static constexpr auto compile = fwd90::compile_for;
   static constexpr auto problem_check = fwd90::problem_check;  // D <= 512
-  static constexpr auto device_check = fwd90::device_check;    // Hopper only
+  static constexpr auto device_check = ffpa_family::needs_sm90;
   static std::unique_ptr<Op> bind(const Problem& p, const Config& c, AttnTensors& t,
                                   const gpu::DeviceInfo& d) {
     return fwd90::bind(p, c, t.fwd_params(), d);

@@ -33,8 +33,6 @@ constexpr int kMaxD = 512;  // O (64 x D/2 fp32 a warpgroup) lives in registers
 
 // Empty when the kernel handles the problem's D: a multiple of 8 up to 512.
 std::string problem_check(const Problem&);
-// Empty on an sm_90 device (wgmma).
-std::string device_check(const gpu::DeviceInfo&);
 
 const std::vector<std::string>& knob_names();
 Config default_config(const Problem&);

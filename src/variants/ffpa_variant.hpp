@@ -104,6 +104,10 @@ inline void refuse_spills(const nvrtc::Compiled& comp, const char* kernel) {
 inline std::string needs_sm80(const gpu::DeviceInfo& d) {
   return d.sm_major < 8 ? "needs sm80+ (mma.sync bf16, cp.async)" : "";
 }
+// The device check of the wgmma families.
+inline std::string needs_sm90(const gpu::DeviceInfo& d) {
+  return d.sm_major == 9 ? "" : "needs sm_90 (wgmma)";
+}
 // The problem check of a family that handles every problem the common checks let through.
 inline std::string any_problem(const Problem&) {
   return {};
