@@ -211,9 +211,8 @@ std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, cons
   const auto& sh = pr.shape;
   const int64_t gx = (sh.Nkv + int64_t{Bc} * cluster - 1) / (int64_t{Bc} * cluster) * cluster;
   const int64_t rows = sh.B * sh.Hq * sh.Nq;
-  if (gx > 0x7fffffff || sh.Hkv > 65535 || sh.B > 65535 || (rows + 7) / 8 > 0x7fffffff)
-    throw Unsupported("grid too large: " + std::to_string(gx) + " x " + std::to_string(sh.Hkv) +
-                      " x " + std::to_string(sh.B));
+  const dim3 grid = launch_grid(gx, sh.Hkv, sh.B);
+  launch_grid((rows + 7) / 8, 1, 1);  // the preprocess grid
   FfpaBwdParams p = params;
   gpu::DeviceBuffer delta(static_cast<size_t>(rows) * sizeof(float));
   gpu::DeviceBuffer dq_accum(static_cast<size_t>(rows * sh.D) * sizeof(float));
@@ -226,8 +225,6 @@ std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, cons
   p.dbias_accum = dbias_accum ? dbias_accum.as<float>() : nullptr;
   const size_t dbias_bytes =
       ft.dbias == 3 ? static_cast<size_t>(pr.mask_elems()) * (ft.bias == 1 ? 4 : 2) : 0;
-  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(sh.Hkv),
-                  static_cast<unsigned>(sh.B));
   return std::make_unique<BwdOp>(nvrtc::Library(comp.cubin), main_kernel, p, grid, threads, smem,
                                  ft.dbias, dbias_bytes, dev.sm_count, std::move(delta),
                                  std::move(dq_accum), std::move(dbias_accum));

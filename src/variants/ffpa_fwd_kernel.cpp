@@ -189,13 +189,8 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
   const auto& sh = pr.shape;
   if (split && sh.B * sh.Hq * sh.Nq > 0x7fffffff)
     throw Unsupported("split-KV merge grid: B*Hq*Nq exceeds 2^31");
-  const int64_t gx = (sh.group() * sh.Nq + c.Br - 1) / c.Br;
-  const int64_t gz = sh.B * p.num_splits;
-  if (gx > 0x7fffffff || sh.Hkv > 65535 || gz > 65535)
-    throw Unsupported("grid too large: " + std::to_string(gx) + " x " + std::to_string(sh.Hkv) +
-                      " x " + std::to_string(gz));
-  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(sh.Hkv),
-                  static_cast<unsigned>(gz));
+  const dim3 grid =
+      launch_grid((sh.group() * sh.Nq + c.Br - 1) / c.Br, sh.Hkv, sh.B * p.num_splits);
   return std::make_unique<FwdOp>(nvrtc::Library(comp.cubin), p, grid, c.threads(), smem_bytes(c, D),
                                  std::move(opart), std::move(lpart));
 }

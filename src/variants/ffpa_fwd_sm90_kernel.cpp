@@ -94,9 +94,9 @@ int smem_bytes(const Config& c, int D) {
          (c.psmem ? 64 * c.Bc * 2 : 0) + 64 * 8;
 }
 
-int staging_bytes(const Config& c, const fwd::Features& f) {
+int block_smem(const Config& c, const fwd::Features& f) {
   const int bias_rows = f.bias == 0 ? 0 : f.key_bias ? 1 : 64;
-  return bias_rows * (c.Bc + 4) * 4 + (f.dropout ? 64 * c.Bc / 8 : 0);
+  return smem_bytes(c, f.D) + bias_rows * (c.Bc + 4) * 4 + (f.dropout ? 64 * c.Bc / 8 : 0);
 }
 
 int accumulator_registers(const Config& c, int D) {
@@ -145,7 +145,7 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
   const int D = static_cast<int>(pr.shape.D);
   if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
   const fwd::Features f = fwd::Features::of(pr);
-  if (const int smem = smem_bytes(c, D) + staging_bytes(c, f); smem > dev.smem_per_block_optin)
+  if (const int smem = block_smem(c, f); smem > dev.smem_per_block_optin)
     throw Unsupported("needs " + std::to_string(smem) +
                       " bytes of shared memory with the staged bias and dropout bits, the device "
                       "allows " +
@@ -157,7 +157,6 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
 
 std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams& params,
                          const gpu::DeviceInfo& dev) {
-  const int D = static_cast<int>(pr.shape.D);
   nvrtc::Compiled comp = compile_for(pr, c, dev);
   // 16-byte cp.async of Q/K/V rows, 4-byte O stores.
   if (!qkvo_aligned(params, 2))
@@ -167,14 +166,9 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
   p.o_partial = nullptr;
   p.lse_partial = nullptr;
   const auto& sh = pr.shape;
-  const int64_t gx = (sh.group() * sh.Nq + 63) / 64;
-  if (gx > 0x7fffffff || sh.Hkv > 65535 || sh.B > 65535)
-    throw Unsupported("grid too large: " + std::to_string(gx) + " x " + std::to_string(sh.Hkv) +
-                      " x " + std::to_string(sh.B));
-  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(sh.Hkv),
-                  static_cast<unsigned>(sh.B));
+  const dim3 grid = launch_grid((sh.group() * sh.Nq + 63) / 64, sh.Hkv, sh.B);
   return std::make_unique<Fwd90Op>(nvrtc::Library(comp.cubin), p, grid,
-                                   smem_bytes(c, D) + staging_bytes(c, fwd::Features::of(pr)));
+                                   block_smem(c, fwd::Features::of(pr)));
 }
 
 }  // namespace ffpa::fwd90

@@ -37,8 +37,9 @@ std::string problem_check(const Problem&);
 const std::vector<std::string>& knob_names();
 Config default_config(const Problem&);
 int smem_bytes(const Config&, int D);
-// Shared memory the features add: the key tile's bias (one row, or a row per query) and keep bits.
-int staging_bytes(const Config&, const fwd::Features&);
+// smem_bytes plus what the features stage: the key tile's bias (one row, or a row per query) and
+// keep bits. What a launch takes.
+int block_smem(const Config&, const fwd::Features&);
 // Accumulator registers per thread (O, S, P fragments), the part that grows with the config.
 int accumulator_registers(const Config&, int D);
 // Empty when the configuration can run D on a device of this shared-memory limit.

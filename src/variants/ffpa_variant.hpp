@@ -92,6 +92,15 @@ inline bool qkvo_aligned(const FfpaFwdParams& p, int o_elems) {
          aligned(p.o, {p.o_batch_stride, p.o_head_stride, p.o_row_stride}, o_elems);
 }
 
+// A launch grid of x * y * z blocks; throws Unsupported past CUDA's limits (2^31 - 1, 65535,
+// 65535).
+inline dim3 launch_grid(int64_t x, int64_t y, int64_t z) {
+  if (x > 0x7fffffff || y > 65535 || z > 65535)
+    throw Unsupported("grid too large: " + std::to_string(x) + " x " + std::to_string(y) + " x " +
+                      std::to_string(z));
+  return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y), static_cast<unsigned>(z));
+}
+
 // Throws Unsupported when ptxas spilled registers in `kernel`.
 inline void refuse_spills(const nvrtc::Compiled& comp, const char* kernel) {
   const auto it = comp.info.find(kernel);
