@@ -225,11 +225,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd::NT, 1)
     const u16* vb = static_cast<const u16*>(f.v) + b * f.v_batch_stride + kvh * f.v_head_stride;
     for (int idx = tid; idx < BC * DP / 8; idx += NT) {
       const int row = idx / (DP / 8), col = (idx % (DP / 8)) * 8;
-      const int key = n0 + row;
-      const bool ok = key < f.Nkv && col < D;
-      const u32 off = tile_off(row, col, BC);
-      cp_async16(sK + off, ok ? kb + key * f.k_row_stride + col : kb, ok);
-      cp_async16(sV + off, ok ? vb + key * f.v_row_stride + col : vb, ok);
+      load_kv_granule<BC, D>(f, kb, vb, sK, sV, row, col, n0);
     }
     cp_async_commit();
   }

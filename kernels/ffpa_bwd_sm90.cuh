@@ -196,11 +196,7 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
 #pragma unroll 4
     for (int idx = lt; idx < BC * LW / 8; idx += LT) {
       const int row = idx / (LW / 8), col = lc0 + (idx % (LW / 8)) * 8;
-      const int key = n0 + row;
-      const bool ok = key < f.Nkv && col < D;
-      const u32 off = tile_off(row, col, BC);
-      cp_async16(sK + off, ok ? kb + key * f.k_row_stride + col : kb, ok);
-      cp_async16(sV + off, ok ? vb + key * f.v_row_stride + col : vb, ok);
+      load_kv_granule<BC, D>(f, kb, vb, sK, sV, row, col, n0);
     }
     cp_async_commit();
   }

@@ -181,6 +181,19 @@ __device__ __forceinline__ void load_q_granule(const FfpaFwdParams& p, const u16
   cp_async16(sQ + tile_off(row, col, BR), src, ok);
 }
 
+// Queues granule (row, col) of a backward key tile: K and V of key n0 + row into sK and sV at
+// tile_off(row, col, BC) (zero-filled past Nkv and past D). kb, vb: K and V of the kv head.
+template <int BC, int D>
+__device__ __forceinline__ void load_kv_granule(const FfpaFwdParams& f, const u16* kb,
+                                                const u16* vb, u32 sK, u32 sV, int row, int col,
+                                                int n0) {
+  const int key = n0 + row;
+  const bool ok = key < f.Nkv && col < D;
+  const u32 off = tile_off(row, col, BC);
+  cp_async16(sK + off, ok ? kb + key * f.k_row_stride + col : kb, ok);
+  cp_async16(sV + off, ok ? vb + key * f.v_row_stride + col : vb, ok);
+}
+
 // Queues granule (row, col) of a backward query tile: Q and dO rows m0 + row of the packed
 // group * Nq rows into sQ and sO at tile_off(row, col, BR) (zero-filled past the rows and past D).
 // qb, ob: Q and dO of the block's batch.
