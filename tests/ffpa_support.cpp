@@ -4,6 +4,7 @@
 
 #include "reference/reference.hpp"
 #include "runner/tensors.hpp"
+#include "variants/ffpa_fwd.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -201,6 +202,29 @@ double median_ms(Op& op, int warmup, int iters, const char* name) {
   gpu::check_launch(name);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+void bench_backward(const char* name, const Problem& pr, const std::string& config,
+                    const BindBackwardTensors& bind) {
+  const gpu::DeviceInfo dev = gpu::open_device(0);
+  AttnTensors t(pr, Pass::bwd);
+  auto fwd_variant = make_ffpa_fwd_sm80();
+  {
+    auto fwd_op = fwd_variant->bind(pr, fwd_variant->default_knobs(pr), t);
+    fwd_op->launch(nullptr);
+    FFPA_CUDA(cudaDeviceSynchronize());  // before its library is unloaded
+  }
+  std::unique_ptr<Op> op;
+  try {
+    op = bind(t, dev);
+  } catch (const Unsupported& e) {
+    std::printf("%-10s %s %s: unsupported (%s)\n", name, describe(pr).c_str(), config.c_str(),
+                e.what());
+    return;
+  }
+  const double med = median_ms(*op, 2, 5, name);
+  std::printf("%-10s %s %-30s %9.3f ms %7.1f TFLOPS  [%s]\n", name, describe(pr).c_str(),
+              config.c_str(), med, pr.flops(Pass::bwd) / (med * 1e9), op->includes().c_str());
 }
 
 FfpaFwdParams contiguous_params(const Problem& pr, const HostAttnInputs& in) {

@@ -95,6 +95,14 @@ using BindBackward =
     std::function<std::unique_ptr<Op>(const FfpaBwdParams&, const gpu::DeviceInfo&)>;
 void expect_backward_close(const Problem&, const std::string& config, const BindBackward& bind);
 
+// Fills o and lse with ffpa-fwd-sm80 (its default configuration), binds the backward op
+// (bind; an Unsupported is printed as the row and skipped) and prints its median time over CUDA
+// events and TFLOPS: "name problem config ms TFLOPS [includes]".
+using BindBackwardTensors =
+    std::function<std::unique_ptr<Op>(AttnTensors&, const gpu::DeviceInfo&)>;
+void bench_backward(const char* name, const Problem&, const std::string& config,
+                    const BindBackwardTensors& bind);
+
 // Large-problem bf16 inputs: a random block tiled over the buffer (random, never zeros, cheap).
 gpu::DeviceBuffer big_random(int64_t n, std::mt19937& rng);
 

@@ -21,7 +21,6 @@
 #include "runner/tensors.hpp"
 #include "variants/ffpa_bwd.hpp"
 #include "variants/ffpa_bwd_kernel.hpp"
-#include "variants/ffpa_fwd.hpp"
 
 using namespace ffpa;
 using namespace ffpa::test;
@@ -169,7 +168,7 @@ TEST_CASE("bwd through AttnTensors passes the runner's FA3-rule check", "[gpu]")
 
 namespace {
 
-// Forward (ffpa-fwd-sm80) for o and lse, then the backward timed with CUDA events.
+// The backward of one configuration timed with CUDA events (skipped when it does not fit).
 void bench(const char* name, const Problem& pr, std::optional<bwd::Config> cfg = std::nullopt) {
   const bwd::Config c = cfg ? *cfg : bwd::default_config(pr);
   const gpu::DeviceInfo dev = gpu::open_device(0);
@@ -179,25 +178,9 @@ void bench(const char* name, const Problem& pr, std::optional<bwd::Config> cfg =
                 to_string(c.knobs()).c_str(), why.c_str());
     return;
   }
-  AttnTensors t(pr, Pass::bwd);
-  auto fwd_variant = make_ffpa_fwd_sm80();
-  {
-    auto fwd_op = fwd_variant->bind(pr, fwd_variant->default_knobs(pr), t);
-    fwd_op->launch(nullptr);
-    FFPA_CUDA(cudaDeviceSynchronize());  // before its library is unloaded
-  }
-  std::unique_ptr<Op> op;
-  try {
-    op = bwd::bind(pr, c, t.bwd_params(), dev);
-  } catch (const Unsupported& e) {
-    std::printf("%-10s %s %s: unsupported (%s)\n", name, describe(pr).c_str(),
-                to_string(c.knobs()).c_str(), e.what());
-    return;
-  }
-  const double med = median_ms(*op, 2, 5, name);
-  std::printf("%-10s %s %-30s %9.3f ms %7.1f TFLOPS  [%s]\n", name, describe(pr).c_str(),
-              to_string(c.knobs()).c_str(), med, pr.flops(Pass::bwd) / (med * 1e9),
-              op->includes().c_str());
+  bench_backward(name, pr, to_string(c.knobs()), [&](AttnTensors& t, const gpu::DeviceInfo& d) {
+    return bwd::bind(pr, c, t.bwd_params(), d);
+  });
 }
 
 }  // namespace

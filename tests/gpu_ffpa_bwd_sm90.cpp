@@ -9,7 +9,6 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,7 +21,6 @@
 #include "variants/ffpa_bwd_kernel.hpp"
 #include "variants/ffpa_bwd_sm90.hpp"
 #include "variants/ffpa_bwd_sm90_kernel.hpp"
-#include "variants/ffpa_fwd.hpp"
 
 using namespace ffpa;
 using namespace ffpa::test;
@@ -207,32 +205,9 @@ TEST_CASE("bwd90: the variant through AttnTensors passes the runner's FA3-rule c
 
 namespace {
 
-// Forward (ffpa-fwd-sm80) for o and lse, then the backward timed with CUDA events.
-void bench(const char* name, const Problem& pr, const char* which,
-           const std::function<std::unique_ptr<Op>(AttnTensors&, const gpu::DeviceInfo&)>& bind) {
-  const gpu::DeviceInfo dev = gpu::open_device(0);
-  AttnTensors t(pr, Pass::bwd);
-  auto fwd_variant = make_ffpa_fwd_sm80();
-  {
-    auto fwd_op = fwd_variant->bind(pr, fwd_variant->default_knobs(pr), t);
-    fwd_op->launch(nullptr);
-    FFPA_CUDA(cudaDeviceSynchronize());  // before its library is unloaded
-  }
-  std::unique_ptr<Op> op;
-  try {
-    op = bind(t, dev);
-  } catch (const Unsupported& e) {
-    std::printf("%-8s %s %s: unsupported (%s)\n", name, describe(pr).c_str(), which, e.what());
-    return;
-  }
-  const double med = median_ms(*op, 2, 5, name);
-  std::printf("%-8s %s %-22s %9.3f ms %7.1f TFLOPS\n", name, describe(pr).c_str(), which, med,
-              pr.flops(Pass::bwd) / (med * 1e9));
-}
-
 void bench90(const char* name, const Problem& pr, const bwd90::Config& c) {
   const std::string which = "sm90 " + to_string(c.knobs());
-  bench(name, pr, which.c_str(), [&](AttnTensors& t, const gpu::DeviceInfo& dev) {
+  bench_backward(name, pr, which, [&](AttnTensors& t, const gpu::DeviceInfo& dev) {
     return bwd90::bind(pr, c, t.bwd_params(), dev);
   });
 }
@@ -245,7 +220,7 @@ TEST_CASE("sm90 backward timings", "[.][bench]") {
   for (int D : {512, 320}) {
     const Problem self = make(1, 32, 32, N, N, D);
     bench90("self", self, bwd90::default_config(self));
-    bench("self", self, "sm80 default", [&](AttnTensors& t, const gpu::DeviceInfo& dev) {
+    bench_backward("self", self, "sm80 default", [&](AttnTensors& t, const gpu::DeviceInfo& dev) {
       return bwd::bind(self, bwd::default_config(self), t.bwd_params(), dev);
     });
     if (D != 512) {
@@ -271,7 +246,7 @@ TEST_CASE("sm90 backward timings", "[.][bench]") {
   Problem drop = make(1, 32, 32, N, N, 512);
   drop.dropout = 0.1;
   bench90("dropout", drop, bwd90::default_config(drop));
-  bench("dropout", drop, "sm80 default", [&](AttnTensors& t, const gpu::DeviceInfo& dev) {
+  bench_backward("dropout", drop, "sm80 default", [&](AttnTensors& t, const gpu::DeviceInfo& dev) {
     return bwd::bind(drop, bwd::default_config(drop), t.bwd_params(), dev);
   });
 }
