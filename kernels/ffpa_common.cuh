@@ -194,25 +194,40 @@ __device__ __forceinline__ void load_kv_granule(const FfpaFwdParams& f, const u1
   cp_async16(sV + off, ok ? vb + key * f.v_row_stride + col : vb, ok);
 }
 
-// Queues granule (row, col) of a backward query tile: Q and dO rows m0 + row of the packed
-// group * Nq rows into sQ and sO at tile_off(row, col, BR) (zero-filled past the rows and past D).
-// qb, ob: Q and dO of the block's batch.
+// Q and dO of row i of the packed group * Nq rows of a backward query tile (past the rows: the
+// batch's first row, never read). Computed once per row: the head and row come from a division by
+// Nq.
+struct QdoRow {
+  const u16* q;
+  const u16* o;
+  bool ok;
+};
+__device__ __forceinline__ QdoRow qdo_row(const FfpaBwdParams& p, const u16* qb, const u16* ob,
+                                          int i, int rows_total, int kvh) {
+  const FfpaFwdParams& f = p.fwd;
+  if (i >= rows_total) return {qb, ob, false};
+  const int hq = kvh * f.group + i / f.Nq, r = i % f.Nq;
+  return {qb + hq * f.q_head_stride + r * f.q_row_stride,
+          ob + hq * p.do_head_stride + r * p.do_row_stride, true};
+}
+
+// Queues granule (row, col) of that row into sQ and sO at tile_off(row, col, BR), zero-filled
+// past the rows and past D.
+template <int BR, int D>
+__device__ __forceinline__ void qdo_granule(QdoRow src, u32 sQ, u32 sO, int row, int col) {
+  const bool ok = src.ok && col < D;
+  const u32 off = tile_off(row, col, BR);
+  cp_async16(sQ + off, ok ? src.q + col : src.q, ok);
+  cp_async16(sO + off, ok ? src.o + col : src.o, ok);
+}
+
+// Queues granule (row, col) of a backward query tile starting at row m0. qb, ob: Q and dO of the
+// block's batch.
 template <int BR, int D>
 __device__ __forceinline__ void load_qdo_granule(const FfpaBwdParams& p, const u16* qb,
                                                  const u16* ob, u32 sQ, u32 sO, int row, int col,
                                                  int m0, int rows_total, int kvh) {
-  const FfpaFwdParams& f = p.fwd;
-  const int i = m0 + row;
-  const bool ok = i < rows_total && col < D;
-  const u16 *qs = qb, *os = ob;
-  if (ok) {
-    const int hq = kvh * f.group + i / f.Nq, r = i % f.Nq;
-    qs = qb + hq * f.q_head_stride + r * f.q_row_stride + col;
-    os = ob + hq * p.do_head_stride + r * p.do_row_stride + col;
-  }
-  const u32 off = tile_off(row, col, BR);
-  cp_async16(sQ + off, qs, ok);
-  cp_async16(sO + off, os, ok);
+  qdo_granule<BR, D>(qdo_row(p, qb, ob, m0 + row, rows_total, kvh), sQ, sO, row, col);
 }
 
 }  // namespace ffpa_dev
