@@ -231,8 +231,9 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
       rt[BR + lt] = dl;
     }
     // A thread loads the same RPT rows and granule column of every panel: their sources are
-    // computed once (a division by Nq per granule took D = 512 self from 66 to 86 ms on the H200). The group loop is
-    // rolled: unrolled, the granule addresses were live beside dK and dV mid-tile.
+    // computed once (a division by Nq per granule took D = 512 self from 66 to 86 ms on the H200).
+    // The group loop is rolled: unrolled, the granule addresses were live beside dK and dV
+    // mid-tile.
     constexpr int RPT = BR * 8 / LT;
     QdoRow src[RPT];
 #pragma unroll
