@@ -427,18 +427,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd::NT, 1)
               for (int e = 0; e < 2; ++e) {
                 const int key = n0 + col + e;
                 const float g = ds[ns][h * 2 + e];
-                if (key >= f.Nkv) continue;
-#if FFPA_DBIAS == 2
-                if (g != 0.f) atomicAdd(p.dbias_accum + (long long)r * f.Nkv + key, g);
-#else
-                const long long off = b * f.bias_batch_stride + s_hq[row] * f.bias_head_stride +
-                                      r * f.bias_row_stride + key;
-#if FFPA_BIAS == 1
-                static_cast<float*>(p.dbias)[off] = g;
-#else
-                static_cast<u16*>(p.dbias)[off] = (u16)(pack2(g, 0.f) & 0xffff);
-#endif
-#endif
+                if (key < f.Nkv) put_dbias(p, b, s_hq[row], r, key, g);
               }
             }
 #endif

@@ -17,7 +17,9 @@
 //                fp32 reductions reach L2; two cluster barriers per chunk
 //   FFPA_DQB     dQ chunk accumulators: 1, or 2 (chunk c + 1 is issued before chunk c is
 //                reduced, 32 registers more)
-//   FFPA_BF16, FFPA_CAUSAL, FFPA_DROPOUT as in ffpa_bwd.cuh (no bias: the variant refuses it)
+//   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh (a key bias,
+//                FFPA_DBIAS 1, is read once per block and its dBias column sums are kept in
+//                registers across the query tiles)
 //
 // Layout of the work: a block is one key tile of BC = 32 keys of one kv head (and batch), two
 // warpgroups; it loops over the query tiles (64 rows) of the packed group * Nq rows of every q
@@ -262,6 +264,19 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
       for (int e = 0; e < 4; ++e) dv[c][n][e] = dk[c][n][e] = 0.f;
 
   const int key0 = n0 + (lane & 3) * 2;  // key of this thread's first accumulator column
+#if FFPA_DBIAS == 1
+  // The key bias ([1,1,1,Nkv]) of the thread's 8 keys (x log2 e) is the same in every query tile;
+  // so are the keys of the dBias column sums.
+  float kbias[4][2], colsum[4][2];
+#pragma unroll
+  for (int n = 0; n < 4; ++n)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int key = key0 + n * 8 + e;
+      kbias[n][e] = key < f.Nkv ? bias_at(f, key) * LOG2E : 0.f;
+      colsum[n][e] = 0.f;
+    }
+#endif
   int t = next_tile(0), par = 0;
   if (t < ntile) stage(t, 0);
   while (t < ntile) {
@@ -341,6 +356,10 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
       row_of(row, r, hq);
       const int causal_lim = r + diag - key0;  // columns past it are masked
       const int kv_lim = f.Nkv - key0;
+#if FFPA_DBIAS >= 2
+      const long long boff =
+          b * f.bias_batch_stride + hq * f.bias_head_stride + max(r, 0) * f.bias_row_stride + key0;
+#endif
 #if FFPA_DROPOUT
       // The forward's element ((b Hq + hq) Nq + r) Nkv + key of the Philox stream.
       const unsigned long long erow =
@@ -363,7 +382,13 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
         for (int e = 0; e < 2; ++e) {
           const int kof = n * 8 + e;
           const bool masked = kof >= kv_lim || (FFPA_CAUSAL && kof > causal_lim);
-          pr[e] = masked ? 0.f : exp2f(sm[n][e] * f.scale_log2 - l);
+          float x = sm[n][e] * f.scale_log2 - l;
+#if FFPA_DBIAS == 1
+          x += kbias[n][e];
+#elif FFPA_DBIAS >= 2
+          if (kof < kv_lim) x += bias_at(f, boff + kof) * LOG2E;
+#endif
+          pr[e] = masked ? 0.f : exp2f(x);
           pd[e] = pr[e];
         }
 #if FFPA_DROPOUT
@@ -376,6 +401,14 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
 #else
 #pragma unroll
         for (int e = 0; e < 2; ++e) ds[e] = pr[e] * (dm[n][e] - dl);
+#endif
+#if FFPA_DBIAS == 1
+#pragma unroll
+        for (int e = 0; e < 2; ++e) colsum[n][e] += ds[e];
+#elif FFPA_DBIAS >= 2
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (r >= 0 && n * 8 + e < kv_lim) put_dbias(p, b, hq, r, key0 + n * 8 + e, ds[e]);
 #endif
         const u32 pp2 = pack2(pd[0], pd[1]), ds2 = pack2(ds[0], ds[1]);
 #pragma unroll
@@ -523,6 +556,20 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
     fence_acc(dk[c]);
   }
   cp_async_wait<0>();  // no query tile at all: K/V copies still in flight
+#if FFPA_DBIAS == 1
+  // dBias column sums: over the 8 row lanes of each key, then one atomic per warp and key.
+#pragma unroll
+  for (int n = 0; n < 4; ++n)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float v = colsum[n][e];
+      v += __shfl_xor_sync(0xffffffffu, v, 4);
+      v += __shfl_xor_sync(0xffffffffu, v, 8);
+      v += __shfl_xor_sync(0xffffffffu, v, 16);
+      const int key = key0 + n * 8 + e;
+      if (lane < 4 && key < f.Nkv) atomicAdd(p.dbias_accum + key, v);
+    }
+#endif
 
   // dK, dV of the key tile in the input dtype (zero where no query saw a key). The accumulators
   // are transposed (rows: D, columns: keys), so neighbours in a register pair are two keys.

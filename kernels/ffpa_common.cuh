@@ -230,4 +230,24 @@ __device__ __forceinline__ void load_qdo_granule(const FfpaBwdParams& p, const u
   qdo_granule<BR, D>(qdo_row(p, qb, ob, m0 + row, rows_total, kvh), sQ, sO, row, col);
 }
 
+#if FFPA_DBIAS >= 2
+// dBias of element (q head hq, query row r, key) of batch b, g = dS: FFPA_DBIAS 2 ([1,1,Nq,Nkv])
+// summed over batches and heads with fp32 atomics, 3 (full) stored: the element is one thread's.
+__device__ __forceinline__ void put_dbias(const FfpaBwdParams& p, int b, int hq, int r, int key,
+                                          float g) {
+  const FfpaFwdParams& f = p.fwd;
+#if FFPA_DBIAS == 2
+  if (g != 0.f) atomicAdd(p.dbias_accum + (long long)r * f.Nkv + key, g);
+#else
+  const long long off =
+      b * f.bias_batch_stride + hq * f.bias_head_stride + r * f.bias_row_stride + key;
+#if FFPA_BIAS == 1
+  static_cast<float*>(p.dbias)[off] = g;
+#else
+  static_cast<u16*>(p.dbias)[off] = (u16)(pack2(g, 0.f) & 0xffff);
+#endif
+#endif
+}
+#endif
+
 }  // namespace ffpa_dev

@@ -1,7 +1,8 @@
 // The Hopper wgmma backward (ffpa-bwd-sm90) against the double-precision CPU reference on random
 // data (random dO, the reference forward's o and lse): self, cross, decode, GQA/MQA, causal both
 // alignments (Nq < Nkv and Nq > Nkv), lengths 1, 7, 127, 1000, B > 1, D 64..512 (padded to 128
-// inside), both dtypes, dropout, every panel grouping, split warpgroups, pairs of
+// inside), both dtypes, dropout, additive bias in every shape and dtype with dBias, every panel
+// grouping, split warpgroups, pairs of
 // blocks, two dQ accumulators. Outputs are
 // poisoned (NaN) before the run so an unwritten element fails; the tolerances are gpu_ffpa_bwd's
 // (expect_backward_close). "[bench]" times B=1 H=32 N=8192 against ffpa-bwd-sm80 with CUDA events.
@@ -111,6 +112,41 @@ TEST_CASE("bwd90: dropout replays the forward's Philox stream", "[gpu]") {
       c.causal = Causal::top_left;
       c.dropout = 0.1;
       expect_close(c);
+    }
+}
+
+TEST_CASE("bwd90: additive bias: key, query_key and full shapes, fp32 and input dtype, dBias",
+          "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : {64, 320, 512})
+      for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
+        for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
+          Problem p = make(2, 4, 2, 37, 90, D, dt);
+          p.mask = m;
+          p.mask_dtype = md;
+          expect_close(p);
+        }
+}
+
+TEST_CASE("bwd90: combinations: causal + bias + dropout + GQA, under every knob", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : {64, 320, 512}) {
+      Problem p = make(2, 4, 2, 70, 101, D, dt);
+      p.causal = Causal::bottom_right;
+      p.mask = MaskKind::key;
+      p.dropout = 0.1;
+      expect_close(p);
+      for (const bwd90::Config& c :
+           {bwd90::Config{1, 1}, bwd90::Config{1, 0, 1}, bwd90::Config{1, 0, 0, 2}})
+        expect_close(p, c);
+      p.causal = Causal::top_left;
+      p.mask = MaskKind::full;
+      p.mask_dtype = MaskDtype::input;
+      expect_close(p);
+      p.mask = MaskKind::query_key;
+      expect_close(p, bwd90::Config{1, 1});
     }
 }
 

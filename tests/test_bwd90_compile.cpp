@@ -1,7 +1,7 @@
 // NVRTC compiles the Hopper wgmma backward (ffpa-bwd-sm90) for sm_90a without a GPU: default
 // configurations at D in {64, 128, 320, 512}, both dtypes and both causal alignments (and with
-// dropout), must not spill, must not use a stack frame, and ptxas must not serialize
-// the wgmma pipeline (its C7514/C7515 notes). The registers are reported
+// dropout and each bias shape), must not spill, must not use a stack frame, and ptxas must not
+// serialize the wgmma pipeline (its C7514/C7515 notes). The registers are reported
 // (docs/notes/ffpa_bwd_sm90.md).
 #include <catch2/catch.hpp>
 
@@ -113,6 +113,26 @@ TEST_CASE("bwd90 dropout compiles clean", "[nvrtc][bwd90]") {
   compile_clean(bwd90::Config{3}, bwd::Features::of(p));
   p.shape.D = 512;
   for (const bwd90::Config& c : {bwd90::Config{2}, bwd90::Config{1, 1}, bwd90::Config{1, 0, 1}})
+    compile_clean(c, bwd::Features::of(p));
+}
+
+TEST_CASE("bwd90 bias and dBias compile clean", "[nvrtc][bwd90]") {
+  test::FreshCache cache;
+  for (int D : {64, 320, 512})
+    for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full}) {
+      Problem p = compile_problem(D, Causal::bottom_right);
+      p.mask = m;
+      const auto comp = compile_clean(bwd90::default_config(p), bwd::Features::of(p));
+      WARN("D=" << D << " bias " << to_string(m) << ": "
+                << comp.info.at("ffpa_bwd_sm90_kernel").registers << " registers");
+      p.dropout = 0.1;
+      p.mask_dtype = MaskDtype::input;
+      compile_clean(bwd90::default_config(p), bwd::Features::of(p));
+    }
+  Problem p = compile_problem(512);
+  p.mask = MaskKind::key;
+  for (const bwd90::Config& c :
+       {bwd90::Config{4}, bwd90::Config{2, 1}, bwd90::Config{2, 0, 1}, bwd90::Config{2, 0, 0, 2}})
     compile_clean(c, bwd::Features::of(p));
 }
 

@@ -16,7 +16,7 @@ struct Bwd90 {
   static constexpr auto default_config = bwd90::default_config;
   static constexpr auto check = bwd90::check;
   static constexpr auto compile = bwd90::compile_for;
-  static constexpr auto problem_check = bwd90::problem_check;  // D <= 512, no bias
+  static constexpr auto problem_check = bwd90::problem_check;  // D <= 512
   static constexpr auto device_check = ffpa_family::needs_sm90;
   static std::unique_ptr<Op> bind(const Problem& p, const Config& c, AttnTensors& t,
                                   const gpu::DeviceInfo& d) {

@@ -30,7 +30,6 @@ std::string problem_check(const Problem& pr) {
   if (D > kMaxD)
     return "D=" + std::to_string(D) + ": ffpa-bwd-sm90 keeps dK and dV in registers, D must be " +
            "at most " + std::to_string(kMaxD);
-  if (pr.mask != MaskKind::none) return "ffpa-bwd-sm90 does not handle a bias (dBias) yet";
   return {};
 }
 
@@ -92,8 +91,8 @@ std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) 
   return {d("FFPA_D", f.D),           d("FFPA_PPG", c.panels),
           d("FFPA_SPLIT", c.split),   d("FFPA_PAIR", c.pair),
           d("FFPA_DQB", c.dqbuf),     d("FFPA_BF16", f.bf16),
-          d("FFPA_CAUSAL", f.causal), d("FFPA_BIAS", 0),
-          d("FFPA_DBIAS", 0),         d("FFPA_DROPOUT", f.dropout)};
+          d("FFPA_CAUSAL", f.causal), d("FFPA_BIAS", f.bias),
+          d("FFPA_DBIAS", f.dbias),   d("FFPA_DROPOUT", f.dropout)};
 }
 
 nvrtc::Compiled compile(const Config& c, const bwd::Features& f) {
@@ -112,7 +111,6 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
 
 std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams& params,
                          const gpu::DeviceInfo& dev) {
-  if (params.dbias) throw RunError("ffpa-bwd-sm90: no bias, so no dbias");
   const nvrtc::Compiled comp = compile_for(pr, c, dev);
   return bwd::make_op(pr, comp, "ffpa_bwd_sm90_kernel", Config::Bc, Config::threads(),
                       smem_bytes(c, static_cast<int>(pr.shape.D)), params, dev, c.pair ? 2 : 1);

@@ -33,7 +33,7 @@ struct Config {
 
 constexpr int kMaxD = 512;  // dK and dV (D x 32 fp32 a warpgroup each) live in registers
 
-// Empty when the kernel handles the problem: D a multiple of 8 up to 512, no bias.
+// Empty when the kernel handles the problem: D a multiple of 8 up to 512.
 std::string problem_check(const Problem&);
 
 const std::vector<std::string>& knob_names();
@@ -52,7 +52,7 @@ nvrtc::Compiled compile(const Config&, const bwd::Features&);
 // Hopper, for a problem the kernel refuses, when the configuration does not fit or ptxas spilled.
 nvrtc::Compiled compile_for(const Problem&, const Config&, const gpu::DeviceInfo&);
 
-// Binds a compiled configuration to tensors described by `params` (as for bwd::bind; dbias null).
+// Binds a compiled configuration to tensors described by `params` (as for bwd::bind).
 std::unique_ptr<Op> bind(const Problem&, const Config&, const FfpaBwdParams& params,
                          const gpu::DeviceInfo&);
 
