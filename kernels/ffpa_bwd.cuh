@@ -134,15 +134,8 @@ __device__ __forceinline__ void ldsm_x2(u32& r0, u32& r1, u32 addr) {
                : "=r"(r0), "=r"(r1)
                : "r"(addr));
 }
-#if __CUDA_ARCH__ >= 900
-// fp32 atomic add of four scaled neighbours (16-byte aligned): one vector reduction.
-__device__ __forceinline__ void red_add4(float* dst, float4 v, float scale) {
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(v.x * scale),
-               "f"(v.y * scale), "f"(v.z * scale), "f"(v.w * scale)
-               : "memory");
-}
-#else
-// fp32 atomic add of two neighbours.
+#if __CUDA_ARCH__ < 900
+// fp32 atomic add of two neighbours (red_add4 from sm_90).
 __device__ __forceinline__ void red_add2(float* dst, float a, float b) {
   atomicAdd(dst, a);
   atomicAdd(dst + 1, b);

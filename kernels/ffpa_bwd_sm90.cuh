@@ -131,12 +131,6 @@ __device__ __forceinline__ void cluster_sync() {
 __device__ __forceinline__ void st_b16(u32 addr, u32 v) {
   asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"((u16)v));
 }
-// fp32 atomic add of four scaled neighbours (16-byte aligned): one vector reduction.
-__device__ __forceinline__ void red_add4(float* dst, float4 v, float scale) {
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(v.x * scale),
-               "f"(v.y * scale), "f"(v.z * scale), "f"(v.w * scale)
-               : "memory");
-}
 
 }  // namespace ffpa_bwd90
 

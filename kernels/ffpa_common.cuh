@@ -230,6 +230,15 @@ __device__ __forceinline__ void load_qdo_granule(const FfpaBwdParams& p, const u
   qdo_granule<BR, D>(qdo_row(p, qb, ob, m0 + row, rows_total, kvh), sQ, sO, row, col);
 }
 
+#if __CUDA_ARCH__ >= 900
+// fp32 atomic add of four scaled neighbours (16-byte aligned): one vector reduction.
+__device__ __forceinline__ void red_add4(float* dst, float4 v, float scale) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(v.x * scale),
+               "f"(v.y * scale), "f"(v.z * scale), "f"(v.w * scale)
+               : "memory");
+}
+#endif
+
 #if FFPA_DBIAS >= 2
 // dBias of element (q head hq, query row r, key) of batch b, g = dS: FFPA_DBIAS 2 ([1,1,Nq,Nkv])
 // summed over batches and heads with fp32 atomics, 3 (full) stored: the element is one thread's.

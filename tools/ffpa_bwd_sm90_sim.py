@@ -190,25 +190,26 @@ def run_block(cfg, pr, j, raw_base):
                 if i < rows_total:
                     l, dl = pr.L[i // pr.Nq][i % pr.Nq], pr.delta[i // pr.Nq][i % pr.Nq]
                 tables.setdefault(((wg if SPLIT else 0), par), [None] * BR)[lt] = (l, dl)
+        rpt = BR * 8 // LT  # rows of a loading thread, the same in every panel
         for g in range(NG):
-            for it in range(cfg.LHALVES * PPG * BR * 8 // LT):
-                for wg, lt in loaders:
-                    if wg not in wgs:
-                        continue
-                    idx = lt + it * LT
-                    h, pp = (wg if SPLIT else idx // (PPG * BR * 8)), idx // (BR * 8) % PPG
-                    gq = idx % (BR * 8)
-                    if SPLIT and mut("split_stage_other_half"):
-                        h = 1 - wg
-                    if mut("stage_h_pp_swapped") and PPG > 1:
-                        h, pp = pp % 2, h
-                    row, col = gq >> 3, h * DH + (g * PPG + pp) * 64 + (gq & 7) * 8
-                    i = m0 + row
-                    ok = i < rows_total and col < D
-                    off = tile_off(row, col, BR)
-                    for e in range(8):
-                        st(sQ + off + 2 * e, pr.q[i // pr.Nq][i % pr.Nq][col + e] if ok else 0)
-                        st(sO + off + 2 * e, pr.do[i // pr.Nq][i % pr.Nq][col + e] if ok else 0)
+            for q in range(cfg.LHALVES * PPG):
+                for j in range(rpt):
+                    for wg, lt in loaders:
+                        if wg not in wgs:
+                            continue
+                        h, pp = (wg if SPLIT else q // PPG), q % PPG
+                        if SPLIT and mut("split_stage_other_half"):
+                            h = 1 - wg
+                        if mut("stage_h_pp_swapped") and PPG > 1:
+                            h, pp = pp % 2, h
+                        row = (lt >> 3) + j * (LT // 8)
+                        col = h * DH + (g * PPG + pp) * 64 + (lt & 7) * 8
+                        i = m0 + row
+                        ok = i < rows_total and col < D
+                        off = tile_off(row, col, BR)
+                        for e in range(8):
+                            st(sQ + off + 2 * e, pr.q[i // pr.Nq][i % pr.Nq][col + e] if ok else 0)
+                            st(sO + off + 2 * e, pr.do[i // pr.Nq][i % pr.Nq][col + e] if ok else 0)
 
     dv = [[[[0] * 16 for _ in range(128)] for _ in range(NP)] for _ in range(2)]
     dk = [[[[0] * 16 for _ in range(128)] for _ in range(NP)] for _ in range(2)]
