@@ -1,7 +1,10 @@
 // Host-side runner logic: variant/baseline selection and the exemption of incomparable outputs.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "core/error.hpp"
+#include "ffpa_support.hpp"
 #include "runner/runner.hpp"
 
 using namespace ffpa;
@@ -40,4 +43,28 @@ TEST_CASE("incomparable outputs keep only the NaN/Inf scan, with the reason", "[
   exempt({{"o", "other RNG", true}}, nan_checks);
   CHECK_FALSE(nan_checks[0].pass);
   CHECK(nan_checks[0].nonfinite == 7);
+}
+
+TEST_CASE("a tuning search always includes the variant's default configuration", "[runner]") {
+  const Registry reg = Registry::make();
+  const auto picked = selected_variants(reg, {"ffpa-bwd-sm90"});
+  REQUIRE(picked.size() == 1);
+  const Variant& v = *picked[0];
+  const TuningCache cache;
+  for (int D : {320, 512}) {
+    INFO("D=" << D);
+    const Problem p = test::compile_problem(D);
+    const Knobs fallback = v.default_knobs(p);
+    const Candidates c = candidates(v, p, Pass::bwd, TuneMode::fast, cache, test::h200());
+    CHECK(c.source == "tuned");
+    CHECK(std::count(c.knobs.begin(), c.knobs.end(), fallback) == 1);
+    // D=320 has three 64-column panels per half: no point of the fast grid fits, the default does.
+    const auto fits = std::count_if(c.knobs.begin(), c.knobs.end(), [&](const Knobs& k) {
+      return v.supports(p, k, test::h200()).ok();
+    });
+    CHECK(fits >= 1);
+    if (D == 320) CHECK(fits == 1);
+  }
+  CHECK(candidates(v, test::compile_problem(320), Pass::bwd, TuneMode::none, cache, test::h200())
+            .knobs.size() == 1);
 }

@@ -375,7 +375,13 @@ Candidates candidates(const Variant& v, const Problem& p, Pass pass, TuneMode tu
   const Grid grid = load_variant_grid(v.name(), grids_dir());
   if (Support same = check_grid_matches(grid, v.knob_names()); !same.ok())
     throw InputError(grid.file, "/knobs", same.reason);
-  return {grid_points(grid, tune), "tuned"};
+  // The default configuration always competes: a grid whose points all refuse a shape (panels
+  // that do not divide D=320's three) must not leave the row without a configuration, and a tuned
+  // row is never slower than the untuned one.
+  std::vector<Knobs> points = grid_points(grid, tune);
+  const Knobs fallback = v.default_knobs(p);
+  if (std::find(points.begin(), points.end(), fallback) == points.end()) points.push_back(fallback);
+  return {points, "tuned"};
 }
 
 int compiler_threads(int jobs) {
