@@ -24,6 +24,18 @@ Problem make(int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nkv, int64_
   return p;
 }
 
+std::vector<Problem> bias_problems(int D, Dtype dt) {
+  std::vector<Problem> out;
+  for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
+    for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
+      Problem p = make(2, 4, 2, 37, 90, D, dt);
+      p.mask = m;
+      p.mask_dtype = md;
+      out.push_back(p);
+    }
+  return out;
+}
+
 Problem compile_problem(int D, Causal causal) {
   Problem p;
   p.shape = {1, 32, 32, 8192, 8192, D};

@@ -26,6 +26,9 @@ namespace ffpa::test {
 // A problem of the kernel tests (seed 1).
 Problem make(int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nkv, int64_t D,
              Dtype dt = Dtype::bf16);
+// The bias tests' problems: every bias shape (key, query_key, full) in fp32 and in the input
+// dtype, GQA, B = 2, 37 x 90.
+std::vector<Problem> bias_problems(int D, Dtype dt);
 // The compile tests' problem: 32 heads of 8192 x 8192.
 Problem compile_problem(int D, Causal causal = Causal::none);
 // What the compile tests check configurations against (no GPU needed).

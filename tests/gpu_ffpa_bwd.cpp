@@ -83,13 +83,7 @@ TEST_CASE("bwd additive bias: key, query_key and full shapes, fp32 and input dty
           "[gpu]") {
   for (Dtype dt : kTypes)
     for (int D : kDims)
-      for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
-        for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
-          Problem p = make(2, 4, 2, 37, 90, D, dt);
-          p.mask = m;
-          p.mask_dtype = md;
-          expect_close(p);
-        }
+      for (const Problem& p : bias_problems(D, dt)) expect_close(p);
 }
 
 TEST_CASE("bwd dropout replays the forward's Philox stream", "[gpu]") {

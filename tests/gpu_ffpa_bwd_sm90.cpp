@@ -120,13 +120,7 @@ TEST_CASE("bwd90: additive bias: key, query_key and full shapes, fp32 and input 
   if (!hopper()) return;
   for (Dtype dt : kTypes)
     for (int D : {64, 320, 512})
-      for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
-        for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
-          Problem p = make(2, 4, 2, 37, 90, D, dt);
-          p.mask = m;
-          p.mask_dtype = md;
-          expect_close(p);
-        }
+      for (const Problem& p : bias_problems(D, dt)) expect_close(p);
 }
 
 TEST_CASE("bwd90: combinations: causal + bias + dropout + GQA, under every knob", "[gpu]") {
