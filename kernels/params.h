@@ -45,5 +45,4 @@ struct FfpaBwdParams {
   float* delta;        // [B, Hq, Nq] rowsum(dO * O), workspace
   float* dq_accum;     // fp32 workspace when dQ is accumulated atomically
   float* dbias_accum;  // fp32 workspace for dbias
-  int deterministic;
 };
