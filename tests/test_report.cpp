@@ -257,6 +257,12 @@ void require_same(const Measurement& a, const Measurement& b) {
   REQUIRE(a.reason == b.reason);
   REQUIRE(a.config == b.config);
   REQUIRE(a.config_source == b.config_source);
+  REQUIRE(a.trials.size() == b.trials.size());
+  for (size_t i = 0; i < a.trials.size(); ++i) {
+    REQUIRE(a.trials[i].config == b.trials[i].config);
+    REQUIRE(a.trials[i].median_ms == b.trials[i].median_ms);
+    REQUIRE(a.trials[i].reason == b.trials[i].reason);
+  }
   require_same(a.timing, b.timing);
   REQUIRE(a.tflops == b.tflops);
   REQUIRE(a.peak_mem_bytes == b.peak_mem_bytes);
@@ -515,6 +521,34 @@ TEST_CASE("markdown of a run with one shape and of an empty run", "[markdown]") 
   const std::string md = render_markdown(res, BaselineMode::best);
   CHECK(md.find("Env: NVIDIA H200.\n") != std::string::npos);
   CHECK(md.find("###") == std::string::npos);
+}
+
+TEST_CASE("a search's trials survive JSON and are summed up in the details", "[json][markdown]") {
+  Results res = sample_results();
+  Measurement& f = *res.rows[0].ffpa;
+  f.config = {{"Bc", 64}, {"stages", 4}};
+  f.config_source = "tuned";
+  f.trials = {{{{"Bc", 64}, {"stages", 4}}, 0.50, ""},
+              {{{"Bc", 128}, {"stages", 4}}, 0, "ptxas spills 24 bytes"},
+              {{{"Bc", 64}, {"stages", 2}}, 0.55, ""}};
+  const std::string text = to_json(res).dump(2);
+  const Results back = results_from_json(nlohmann::json::parse(text), "mem.json");
+  require_same(res, back);
+  CHECK_THAT(
+      render_markdown(back, BaselineMode::best),
+      Catch::Contains("Bc=64,stages=4 (tuned) [3 tried: 2 timed, 1 refused; runner-up +10.0%]"));
+
+  // Files written before searches were recorded have no "trials".
+  nlohmann::json old = to_json(sample_results());
+  for (auto& row : old["rows"])
+    if (row["ffpa"].is_object()) row["ffpa"].erase("trials");
+  const Results loaded = results_from_json(old, "old.json");
+  REQUIRE(loaded.rows[0].ffpa);
+  CHECK(loaded.rows[0].ffpa->trials.empty());
+  nlohmann::json bad = to_json(res);
+  bad["rows"][0]["ffpa"]["trials"][1]["median_ms"] = "slow";
+  CHECK_THROWS_WITH(results_from_json(bad, "bad.json"),
+                    Catch::Contains("/rows/0/ffpa/trials/1/median_ms"));
 }
 
 TEST_CASE("a pass's other FFPA variants are listed under the chosen one", "[markdown][csv]") {

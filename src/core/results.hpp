@@ -37,6 +37,14 @@ enum class Status { ok, failed, skipped };
 std::string to_string(Status);
 std::optional<Status> parse_status(const std::string&);
 
+// One configuration a tuning search tried: its median time (the search's short timing, not the
+// row's final one), or why it did not run.
+struct Trial {
+  Knobs config;
+  double median_ms = 0;  // 0 when it did not run
+  std::string reason;    // why it did not run (refused, did not compile, failed); empty when timed
+};
+
 // One implementation measured on one row: an FFPA variant or a baseline.
 struct Measurement {
   std::string impl;  // "ffpa-fwd-sm80", "cudnn", "unfused"
@@ -45,6 +53,7 @@ struct Measurement {
   std::string reason;         // why skipped or failed; empty when ok
   Knobs config;               // tuning parameters used (FFPA variants)
   std::string config_source;  // "default", "tuned", "cache"
+  std::vector<Trial> trials;  // a search's configurations in grid order; empty without a search
   TimingStats timing;
   double tflops = 0;
   int64_t peak_mem_bytes = 0;   // peak device memory the tool held while running this row

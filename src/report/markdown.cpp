@@ -169,6 +169,20 @@ std::string noise_text(const TimingStats& t) {
   return s;
 }
 
+// How the search went: what it timed, what refused, and how close the runner-up came (a small
+// margin means another configuration is as good).
+std::string search_text(const std::vector<Trial>& trials) {
+  std::vector<double> ms;
+  for (const Trial& t : trials)
+    if (t.reason.empty()) ms.push_back(t.median_ms);
+  std::sort(ms.begin(), ms.end());
+  std::string s = fmt::format("[{} tried: {} timed", trials.size(), ms.size());
+  if (ms.size() < trials.size()) s += fmt::format(", {} refused", trials.size() - ms.size());
+  if (ms.size() >= 2 && ms[0] > 0)
+    s += fmt::format("; runner-up +{:.1f}%", 100 * (ms[1] / ms[0] - 1));
+  return s + "]";
+}
+
 std::string check_text(const Measurement& m) {
   if (!m.checked) return "not checked";
   const TensorCheck* c = worst_check(m);
@@ -198,6 +212,7 @@ std::string details(const std::vector<Row>& rows, const ShapeSummary& t) {
       const TimingStats& tm = m->timing;
       std::string config = to_string(m->config);
       if (!config.empty() && !m->config_source.empty()) config += " (" + m->config_source + ")";
+      if (!m->trials.empty()) config += " " + search_text(m->trials);
       std::string mem = m->peak_mem_bytes > 0 ? format_bytes(m->peak_mem_bytes) : "";
       if (m->extra_mem_bytes > 0) mem += " (workspace " + format_bytes(m->extra_mem_bytes) + ")";
       // The correctness column explains a wrong result; the status column other failures.

@@ -49,15 +49,21 @@ json to_json(const TensorCheck& c) {
           {"note", c.note}};
 }
 
+json to_json(const Trial& t) {
+  return {{"config", to_json(t.config)}, {"median_ms", num(t.median_ms)}, {"reason", t.reason}};
+}
+
 json to_json(const Measurement& m) {
-  json checks = json::array();
+  json checks = json::array(), trials = json::array();
   for (const auto& c : m.checks) checks.push_back(to_json(c));
+  for (const auto& t : m.trials) trials.push_back(to_json(t));
   return {{"impl", m.impl},
           {"kind", m.kind},
           {"status", to_string(m.status)},
           {"reason", m.reason},
           {"config", to_json(m.config)},
           {"config_source", m.config_source},
+          {"trials", trials},
           {"timing", to_json(m.timing)},
           {"tflops", num(m.tflops)},
           {"peak_mem_bytes", m.peak_mem_bytes},
@@ -227,6 +233,13 @@ Measurement measurement_from(const Reader& r) {
   m.reason = r.str("reason");
   m.config = knobs_from(r, "config");
   m.config_source = r.str("config_source");
+  if (r.has("trials")) {  // absent in files written before searches were recorded
+    const json& trials = r.array("trials");
+    for (size_t i = 0; i < trials.size(); ++i) {
+      const Reader t(trials[i], r.path("trials/" + std::to_string(i)), r.file());
+      m.trials.push_back({knobs_from(t, "config"), t.dbl("median_ms"), t.str("reason")});
+    }
+  }
   m.timing = timing_from(r.object("timing"));
   m.tflops = r.dbl("tflops");
   m.peak_mem_bytes = r.i64("peak_mem_bytes");

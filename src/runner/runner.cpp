@@ -251,33 +251,37 @@ class Executor {
     std::unique_ptr<Op> best_op;
     Knobs best_knobs;
     double best_ms = std::numeric_limits<double>::infinity();
+    const bool search = candidates.size() > 1;
+    auto reject = [&](const Knobs& k, const std::string& why) {
+      log(1, v.name() + " [" + to_string(k) + "] " + why);
+      if (first_reject.empty()) first_reject = to_string(k) + ": " + why;
+      if (search) m.trials.push_back({k, 0, why});
+    };
     for (const Knobs& k : candidates) {
       if (Support fit = v.supports(p, k, dev_); !fit.ok()) {
-        log(1, v.name() + " [" + to_string(k) + "] rejected: " + fit.reason);
-        if (first_reject.empty()) first_reject = to_string(k) + ": " + fit.reason;
+        reject(k, fit.reason);
         continue;
       }
       try {
         auto op = v.bind(p, k, t);
-        if (candidates.size() == 1) {
+        if (!search) {
           best_op = std::move(op);
           best_knobs = k;
           break;
         }
         const TimingStats st = tune_timer_.measure([&](cudaStream_t s) { op->launch(s); });
         log(1, v.name() + " [" + to_string(k) + "] " + std::to_string(st.median_ms) + " ms");
+        m.trials.push_back({k, st.median_ms, ""});
         if (st.median_ms < best_ms) {
           best_ms = st.median_ms;
           best_op = std::move(op);
           best_knobs = k;
         }
       } catch (const Unsupported& e) {
-        log(1, v.name() + " [" + to_string(k) + "] unsupported: " + e.what());
-        if (first_reject.empty()) first_reject = to_string(k) + ": " + e.what();
+        reject(k, e.what());
       } catch (const RunError& e) {
         if (auto err = sticky_error(); !err.empty()) throw RunError(v.name() + ": " + e.what());
-        log(1, v.name() + " [" + to_string(k) + "] failed: " + e.what());
-        if (first_reject.empty()) first_reject = to_string(k) + ": " + e.what();
+        reject(k, std::string("failed: ") + e.what());
       }
     }
     if (!best_op) {
