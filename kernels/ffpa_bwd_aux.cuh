@@ -63,12 +63,7 @@ extern "C" __global__ void __launch_bounds__(256) ffpa_bwd_convert_kernel(const 
 #if FFPA_DBIAS == 1 || FFPA_DBIAS == 2
   const long long nb = FFPA_DBIAS == 1 ? (long long)f.Nkv : (long long)f.Nq * f.Nkv;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < nb; i += stride) {
-    const float g = p.dbias_accum[i];
-#if FFPA_BIAS == 1
-    static_cast<float*>(p.dbias)[i] = g;
-#else
-    static_cast<u16*>(p.dbias)[i] = (u16)(pack2(g, 0.f) & 0xffff);
-#endif
+    store_dbias(p, i, p.dbias_accum[i]);
   }
 #endif
 }

@@ -239,6 +239,17 @@ __device__ __forceinline__ void red_add4(float* dst, float4 v, float scale) {
 }
 #endif
 
+#if FFPA_DBIAS
+// Element off of dBias, in the bias's dtype (FFPA_BIAS 1: fp32, 2: the input dtype).
+__device__ __forceinline__ void store_dbias(const FfpaBwdParams& p, long long off, float g) {
+#if FFPA_BIAS == 1
+  static_cast<float*>(p.dbias)[off] = g;
+#else
+  static_cast<u16*>(p.dbias)[off] = (u16)(pack2(g, 0.f) & 0xffff);
+#endif
+}
+#endif
+
 #if FFPA_DBIAS >= 2
 // dBias of element (q head hq, query row r, key) of batch b, g = dS: FFPA_DBIAS 2 ([1,1,Nq,Nkv])
 // summed over batches and heads with fp32 atomics, 3 (full) stored: the element is one thread's.
@@ -248,13 +259,8 @@ __device__ __forceinline__ void put_dbias(const FfpaBwdParams& p, int b, int hq,
 #if FFPA_DBIAS == 2
   if (g != 0.f) atomicAdd(p.dbias_accum + (long long)r * f.Nkv + key, g);
 #else
-  const long long off =
-      b * f.bias_batch_stride + hq * f.bias_head_stride + r * f.bias_row_stride + key;
-#if FFPA_BIAS == 1
-  static_cast<float*>(p.dbias)[off] = g;
-#else
-  static_cast<u16*>(p.dbias)[off] = (u16)(pack2(g, 0.f) & 0xffff);
-#endif
+  store_dbias(p, b * f.bias_batch_stride + hq * f.bias_head_stride + r * f.bias_row_stride + key,
+              g);
 #endif
 }
 #endif
