@@ -2,9 +2,8 @@
 // data (random dO, the reference forward's o and lse): self, cross, decode, GQA/MQA, causal both
 // alignments (Nq < Nkv and Nq > Nkv), lengths 1, 7, 127, 1000, B > 1, D 64..512 (padded to 128
 // inside), both dtypes, dropout, additive bias in every shape and dtype with dBias, every panel
-// grouping, split warpgroups, pairs of
-// blocks, two dQ accumulators. Outputs are
-// poisoned (NaN) before the run so an unwritten element fails; the tolerances are gpu_ffpa_bwd's
+// grouping, split warpgroups, pairs of blocks, two dQ accumulators. Outputs are poisoned (NaN)
+// before the run so an unwritten element fails; the tolerances are gpu_ffpa_bwd's
 // (expect_backward_close). "[bench]" times B=1 H=32 N=8192 against ffpa-bwd-sm80 with CUDA events.
 // Needs an sm_90 GPU: elsewhere every case warns and returns.
 #include <catch2/catch.hpp>
