@@ -195,6 +195,7 @@ std::optional<Options> parse_run(Options o, std::vector<std::string> args) {
       "  run (default)                      this help\n"
       "  compare BASE.json NEW.json         compare two result files (--threshold PCT)\n"
       "  report RESULTS.json                render tables/plots from a result file\n"
+      "  merge OUT.json IN.json...          merge the results of --shard runs\n"
       "Examples:\n"
       "  ffpa-bench --fwd --bwd --tune max\n"
       "  ffpa-bench --case causal --N 16384\n"
@@ -205,7 +206,9 @@ std::optional<Options> parse_run(Options o, std::vector<std::string> args) {
   auto* no_fwd = flag(app, "--no-fwd", "skip the forward pass");
   auto* no_bwd = flag(app, "--no-bwd", "skip the backward pass");
   std::vector<std::string> cases, B, H, Hkv, N, Nq, Nkv, D, variants, fmts;
-  std::string dtype, tune, baseline, min_samples, max_noise, min_time, timeout, seed, device, jobs;
+  std::string dtype, tune, baseline, min_samples, max_noise, min_time, timeout, seed, device, jobs,
+      shard;
+  std::vector<std::string> devices;
   app.add_option("--case", cases, "cases to run, comma list or repeated (default: all)")
       ->type_name("LIST");
   app.add_option("--config", o.config, "case matrix file")
@@ -242,7 +245,21 @@ std::optional<Options> parse_run(Options o, std::vector<std::string> args) {
   auto* check = flag(app, "--check", "check results against a reference (default)");
   auto* no_check = flag(app, "--no-check", "skip the correctness check");
   app.add_option("--format", fmts, "outputs: md,json,csv,png (default: all)")->type_name("LIST");
-  app.add_option("--device", device, "CUDA device index (default: 0)")->type_name("N");
+  auto* one_device =
+      app.add_option("--device", device, "CUDA device index (default: 0)")->type_name("N");
+  auto* many_devices =
+      app.add_option("--devices", devices,
+                     "one worker process per GPU: comma list of device indices or 'all'")
+          ->type_name("LIST|all");
+  app.add_option("--shard", shard,
+                 "measure shard I (0-based) of N of the plan, for job arrays; merge the shards' "
+                 "results with 'ffpa-bench merge'")
+      ->type_name("I/N");
+  // A --devices worker on device N: reads row numbers on fd 3, answers on fd 4
+  // (runner/workers.hpp).
+  std::string worker;
+  app.add_option("--worker", worker, "")->group("");
+  one_device->excludes(many_devices);
   auto* list = flag(app, "--list", "list cases, variants and baselines, then exit");
   auto* dry_run = flag(app, "--dry-run", "print the plan without touching the GPU");
   app.add_option("--compile-only", o.compile_only,
@@ -324,6 +341,40 @@ std::optional<Options> parse_run(Options o, std::vector<std::string> args) {
   if (*no_check) o.check = false;
   if (!fmts.empty()) o.formats = formats(fmts, "--format");
   if (!device.empty()) o.device = static_cast<int>(integer(device, "--device", 0, 1023));
+  if (!devices.empty()) {
+    const std::vector<std::string> list = split(devices, "--devices");
+    if (list.size() == 1 && list[0] == "all") {
+      o.all_devices = true;
+    } else {
+      for (const auto& d : list) {
+        const int v = static_cast<int>(integer(d, "--devices", 0, 1023));
+        if (std::find(o.devices.begin(), o.devices.end(), v) != o.devices.end())
+          fail("--devices", "device " + d + " listed twice (two workers on one GPU would time " +
+                                "each other's kernels)");
+        o.devices.push_back(v);
+      }
+    }
+  }
+  if (!shard.empty()) {
+    const size_t slash = shard.find('/');
+    const auto i = parse_int<int>(shard.substr(0, slash));
+    const auto n =
+        slash == std::string::npos ? std::nullopt : parse_int<int>(shard.substr(slash + 1));
+    if (!i || !n) fail("--shard", "\"" + shard + "\" is not I/N (e.g. 0/4)");
+    if (*n < 1 || *n > 100000)
+      fail("--shard", "N = " + std::to_string(*n) + " is out of range 1..100000");
+    if (*i >= *n)
+      fail("--shard", "I = " + std::to_string(*i) + " must be below N = " + std::to_string(*n) +
+                          " (shards are numbered from 0)");
+    o.shard = *i;
+    o.shards = *n;
+  }
+  if (!worker.empty()) {
+    o.worker = true;
+    o.device = static_cast<int>(integer(worker, "--worker", 0, 1023));
+    o.devices.clear();
+    o.all_devices = false;
+  }
   o.list = list->count() > 0;
   o.dry_run = dry_run->count() > 0;
   if (!o.compile_only.empty() && gpu::known_device(o.compile_only).name.empty())
@@ -367,6 +418,35 @@ std::optional<Options> parse_report(Options o, std::vector<std::string> args) {
   return o;
 }
 
+std::optional<Options> parse_merge(Options o, std::vector<std::string> args) {
+  Parser p(
+      "Merges the results files of the shards of one run (--shard I/N) into OUT.json, in plan "
+      "order, and renders its tables and chart beside it.",
+      "ffpa-bench merge");
+  p.args = std::move(args);
+  std::vector<std::string> fmts;
+  p.app.add_option("OUT.json", o.merge_out, "merged results file")->required();
+  p.app.add_option("IN.json", o.merge_in, "shard results files")->required();
+  p.app.add_option("--format", fmts, "outputs: md,json,csv,png (default: all)")->type_name("LIST");
+  p.app
+      .add_option("--caches", o.merge_caches,
+                  "tuning caches to merge into --tuning-cache (the fastest entry per key wins)")
+      ->type_name("FILE...");
+  p.app
+      .add_option("--tuning-cache", o.tuning_cache,
+                  "tuning cache the --caches merge into (default: "
+                  "$XDG_CACHE_HOME/ffpa-bench/tuning.json)")
+      ->type_name("FILE");
+  auto* mixed = flag(p.app, "--allow-mixed",
+                     "merge files of different tool versions, GPU models, configs or flags");
+  auto* verbose = flag(p.app, "-v,--verbose", "more output (repeatable)");
+  if (!p.parse()) return std::nullopt;
+  if (!fmts.empty()) o.formats = formats(fmts, "--format");
+  o.allow_mixed = mixed->count() > 0;
+  o.verbose = static_cast<int>(verbose->count());
+  return o;
+}
+
 }  // namespace
 
 std::string to_string(TuneMode m) {
@@ -404,7 +484,8 @@ std::optional<Options> parse_cli(int argc, const char* const* argv) {
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + quote(argv[i]);
 
   const std::string first = args.empty() ? "" : args.front();
-  if (first == "compare" || first == "report" || first == "run") args.erase(args.begin());
+  if (first == "compare" || first == "report" || first == "merge" || first == "run")
+    args.erase(args.begin());
   if (first == "compare") {
     o.command = Command::compare;
     return parse_compare(std::move(o), std::move(args));
@@ -412,6 +493,10 @@ std::optional<Options> parse_cli(int argc, const char* const* argv) {
   if (first == "report") {
     o.command = Command::report;
     return parse_report(std::move(o), std::move(args));
+  }
+  if (first == "merge") {
+    o.command = Command::merge;
+    return parse_merge(std::move(o), std::move(args));
   }
   return parse_run(std::move(o), std::move(args));
 }

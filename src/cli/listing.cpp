@@ -88,16 +88,18 @@ std::string render_list(const Plan& plan, const Registry& reg, const std::string
 std::string render_dry_run(const Plan& plan, const Registry& reg, const Options& opts) {
   const auto variants = selected_variants(reg, opts.variants);
   const auto baselines = selected_baselines(reg, opts.baseline);
-  std::string out = fmt::format("Plan from {}: {} measurements (no GPU used)\n\n", plan.config_file,
-                                plan.items.size());
+  std::string out =
+      fmt::format("Plan from {}: {} measurements", plan.config_file, plan.items.size());
+  if (plan.shards > 1)
+    out += fmt::format(" (shard {}/{} of a plan of {})", plan.shard, plan.shards, plan.total);
+  out += " (no GPU used)\n\n";
   out +=
       "| # | case | pass | dtype | shape | features | GFLOP | tensors MiB | unfused extra MiB | "
       "runs |\n";
   out += "|---|---|---|---|---|---|---|---|---|---|\n";
   double total_flops = 0;
   int64_t peak = 0;
-  for (size_t i = 0; i < plan.items.size(); ++i) {
-    const PlanItem& it = plan.items[i];
+  for (const PlanItem& it : plan.items) {
     std::string runs;
     for (Variant* v : variants) {
       if (v->pass() != it.pass) continue;
@@ -108,7 +110,7 @@ std::string render_dry_run(const Plan& plan, const Registry& reg, const Options&
       const Support s = b->supports(it.problem, it.pass);
       runs += (runs.empty() ? "" : "; ") + b->name() + (s.ok() ? "" : " n/a (" + s.reason + ")");
     }
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.4g} | {} | {} | {} |\n", i + 1,
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.4g} | {} | {} | {} |\n", it.index + 1,
                        it.problem.case_name, to_string(it.pass), to_string(it.problem.dtype),
                        shape_text(it.problem.shape), features(it.problem), it.flops / 1e9,
                        mib(it.tensor_bytes), mib(it.unfused_bytes), runs.empty() ? "-" : runs);

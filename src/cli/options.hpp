@@ -10,7 +10,7 @@
 
 namespace ffpa {
 
-enum class Command { run, compare, report };
+enum class Command { run, compare, report, merge };
 enum class TuneMode { none, fast, max };
 // best: run cuDNN and unfused, show the faster per row (labelled); all: show both columns.
 enum class BaselineMode { best, cudnn, unfused, none, all };
@@ -49,6 +49,11 @@ struct Options {
   bool check = true;
   std::vector<std::string> formats = {"md", "json", "csv", "png"};
   int device = 0;
+  // --devices: one worker process per listed GPU; empty: this process runs on `device`.
+  std::vector<int> devices;
+  bool all_devices = false;   // --devices all
+  int shard = 0, shards = 1;  // --shard I/N: this run measures plan shard I of N
+  bool worker = false;        // internal: a --devices worker (runner/workers.hpp speaks to it)
   bool list = false;
   bool dry_run = false;
   std::string compile_only;  // arch to compile the run's configurations for, empty: off
@@ -62,6 +67,12 @@ struct Options {
 
   // report
   std::string report_file;
+
+  // merge OUT.json IN.json...
+  std::string merge_out;
+  std::vector<std::string> merge_in;
+  std::vector<std::string> merge_caches;  // tuning caches merged into tuning_cache
+  bool allow_mixed = false;  // merge files of other tool versions, GPUs, configs or flags
 
   std::string command_line;  // as typed, recorded in the results
 };

@@ -64,7 +64,16 @@ struct Measurement {
   bool correct() const;  // checked and every tensor passed
 };
 
+// The GPU a row ran on; index -1 when not known (files written before rows named it).
+struct DeviceRef {
+  std::string host;
+  int index = -1;  // CUDA device ordinal on that host
+  bool operator==(const DeviceRef& o) const { return host == o.host && index == o.index; }
+};
+
 struct Row {
+  int plan_index = -1;  // PlanItem::index; -1 in files written before rows carried it
+  DeviceRef device;
   std::string case_name;
   Pass pass = Pass::fwd;
   Dtype dtype = Dtype::bf16;
@@ -98,11 +107,27 @@ struct Environment {
   std::string host;
 };
 
+// The plan a results file belongs to and the part of it the file holds: what `merge` checks
+// before it puts shards together.
+struct PlanInfo {
+  std::string config;       // the case matrix file as found
+  std::string config_hash;  // FNV-1a of its bytes, 16 hex digits
+  std::string flags;        // the options that decide the rows and how they are measured
+  int total = 0;            // items of the whole plan
+  int shard = 0, shards = 1;
+  std::vector<int> items;  // plan indices this file is to hold, ascending
+  bool operator==(const PlanInfo& o) const {
+    return config == o.config && config_hash == o.config_hash && flags == o.flags &&
+           total == o.total && shard == o.shard && shards == o.shards && items == o.items;
+  }
+};
+
 struct Results {
   int schema_version = kResultsSchemaVersion;
   std::string tool_version;
   Environment env;
-  std::string timing_mode;  // "cold" or "hot"
+  std::string timing_mode;       // "cold" or "hot"
+  std::optional<PlanInfo> plan;  // absent in files written before --shard existed
   std::vector<Row> rows;
   bool complete = false;  // false while a sweep is still running or was interrupted
 };

@@ -134,6 +134,11 @@ std::vector<std::string> known_archs() {
   return out;
 }
 
+int device_count() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
 DeviceInfo open_device(int ordinal) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);

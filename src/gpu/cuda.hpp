@@ -106,6 +106,10 @@ struct DeviceInfo {
   std::string arch() const { return "sm_" + std::to_string(sm_major) + std::to_string(sm_minor); }
 };
 
+// Devices the runtime sees (CUDA_VISIBLE_DEVICES applies); 0 without a driver or a GPU. Selects
+// none of them.
+int device_count();
+
 // Selects the device and reads its properties; throws RunError without a usable GPU.
 DeviceInfo open_device(int ordinal);
 

@@ -6,6 +6,7 @@
 #include "cases/cases.hpp"
 #include "core/error.hpp"
 #include "core/paths.hpp"
+#include "plan/shard.hpp"
 
 namespace ffpa {
 namespace {
@@ -83,6 +84,7 @@ Plan make_plan(const Options& o) {
         const Problem problem = resolve_case(cf, *c, point, dtype, o.seed);
         for (Pass pass : passes) {
           PlanItem item;
+          item.index = static_cast<int>(plan.items.size());
           item.problem = problem;
           item.pass = pass;
           item.flops = problem.flops(pass);
@@ -91,6 +93,10 @@ Plan make_plan(const Options& o) {
           plan.items.push_back(std::move(item));
         }
       }
+  plan.total = static_cast<int>(plan.items.size());
+  plan.shard = o.shard;
+  plan.shards = o.shards;
+  if (o.shards > 1) keep_shard(plan, o.shard, o.shards);
   return plan;
 }
 

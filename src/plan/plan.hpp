@@ -12,6 +12,7 @@
 namespace ffpa {
 
 struct PlanItem {
+  int index = 0;  // position in the whole plan: --shard keeps it, results and merge order by it
   Problem problem;
   Pass pass = Pass::fwd;
   double flops = 0;
@@ -21,6 +22,8 @@ struct PlanItem {
 
 struct Plan {
   std::string config_file;
+  int total = 0;  // items of the whole plan; more than items.size() for a shard
+  int shard = 0, shards = 1;
   std::vector<PlanItem> items;
 };
 
@@ -28,7 +31,8 @@ struct Plan {
 // dq, dk, dv and dbias for the backward.
 int64_t tensor_bytes(const Problem&, Pass);
 
-// Loads opts.config, applies the CLI's case selection, sweeps and overrides, validates the result.
+// Loads opts.config, applies the CLI's case selection, sweeps and overrides, validates the result,
+// and keeps the items of opts.shard.
 // Throws InputError naming the file / JSON path / flag on anything invalid.
 Plan make_plan(const Options&);
 

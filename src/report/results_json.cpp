@@ -78,7 +78,9 @@ json to_json(const Row& r) {
   for (const auto& b : r.baselines) baselines.push_back(to_json(b));
   for (const auto& m : r.ffpa_others) others.push_back(to_json(m));
   const Shape& s = r.shape;
-  return {{"case", r.case_name},
+  return {{"plan_index", r.plan_index},
+          {"device", {{"host", r.device.host}, {"index", r.device.index}}},
+          {"case", r.case_name},
           {"pass", to_string(r.pass)},
           {"dtype", to_string(r.dtype)},
           {"shape",
@@ -255,6 +257,12 @@ Measurement measurement_from(const Reader& r) {
 
 Row row_from(const Reader& r) {
   Row row;
+  // Both absent in files written before shards and worker pools.
+  if (r.has("plan_index")) row.plan_index = r.i32("plan_index");
+  if (r.has("device")) {
+    const Reader d = r.object("device");
+    row.device = {d.str("host"), d.i32("index")};
+  }
   row.case_name = r.str("case");
   row.pass = r.enumeration("pass", parse_pass);
   row.dtype = r.enumeration("dtype", parse_dtype);
@@ -300,6 +308,32 @@ Environment env_from(const Reader& r) {
   return e;
 }
 
+json to_json(const PlanInfo& p) {
+  return {
+      {"config", p.config}, {"config_hash", p.config_hash}, {"flags", p.flags}, {"total", p.total},
+      {"shard", p.shard},   {"shards", p.shards},           {"items", p.items}};
+}
+
+PlanInfo plan_from(const Reader& r) {
+  PlanInfo p;
+  p.config = r.str("config");
+  p.config_hash = r.str("config_hash");
+  p.flags = r.str("flags");
+  p.total = r.i32("total");
+  p.shard = r.i32("shard");
+  p.shards = r.i32("shards");
+  const json& items = r.array("items");
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].is_number_integer())
+      r.fail(r.path("items/" + std::to_string(i)), "expected an integer");
+    p.items.push_back(items[i].get<int>());
+  }
+  if (p.shards < 1 || p.shard < 0 || p.shard >= p.shards)
+    r.fail(r.path("shard"), "shard " + std::to_string(p.shard) + " of " + std::to_string(p.shards) +
+                                " does not exist");
+  return p;
+}
+
 std::string errno_text() {
   return std::strerror(errno);
 }
@@ -314,7 +348,24 @@ nlohmann::json to_json(const Results& res) {
           {"complete", res.complete},
           {"timing_mode", res.timing_mode},
           {"env", to_json(res.env)},
+          {"plan", res.plan ? to_json(*res.plan) : json(nullptr)},
           {"rows", rows}};
+}
+
+nlohmann::json row_to_json(const Row& r) {
+  return to_json(r);
+}
+
+Row row_from_json(const nlohmann::json& j, const std::string& where) {
+  return row_from(Reader(j, "", where));
+}
+
+nlohmann::json env_to_json(const Environment& e) {
+  return to_json(e);
+}
+
+Environment env_from_json(const nlohmann::json& j, const std::string& where) {
+  return env_from(Reader(j, "", where));
 }
 
 Results results_from_json(const nlohmann::json& j, const std::string& file) {
@@ -331,6 +382,7 @@ Results results_from_json(const nlohmann::json& j, const std::string& file) {
   res.complete = r.boolean("complete");
   res.timing_mode = r.str("timing_mode");
   res.env = env_from(r.object("env"));
+  if (r.has("plan") && !r.at("plan").is_null()) res.plan = plan_from(r.object("plan"));
   const json& rows = r.array("rows");
   for (size_t i = 0; i < rows.size(); ++i)
     res.rows.push_back(row_from(Reader(rows[i], "/rows/" + std::to_string(i), file)));

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/paths.hpp"
 #include "gpu/nvrtc.hpp"
+#include "plan/shard.hpp"
 #include "reference/reference.hpp"
 #include "runner/save_tensors.hpp"
 #include "runner/tensors.hpp"
@@ -74,6 +75,7 @@ class MemoryWatch {
 
 Row make_row(const PlanItem& item) {
   Row r;
+  r.plan_index = item.index;
   const Problem& p = item.problem;
   r.case_name = p.case_name;
   r.pass = item.pass;
@@ -494,48 +496,82 @@ Environment describe_environment(const gpu::DeviceInfo& dev, const Registry& reg
   return env;
 }
 
+struct Session::Impl {
+  Impl(const Options& opts, const gpu::DeviceInfo& dev, Registry& reg, RunObserver& obs)
+      : exec(opts, dev, obs),
+        variants(selected_variants(reg, opts.variants)),
+        baselines(selected_baselines(reg, opts.baseline)) {
+    device.index = dev.ordinal;
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) == 0) device.host = host;
+  }
+  Executor exec;
+  std::vector<Variant*> variants;
+  std::vector<Baseline*> baselines;
+  DeviceRef device;
+  std::string lost;  // set once the CUDA context is unusable
+};
+
+Session::Session(const Plan& plan, const Options& opts, const gpu::DeviceInfo& dev, Registry& reg,
+                 RunObserver& obs)
+    : impl_(std::make_unique<Impl>(opts, dev, reg, obs)) {
+  impl_->exec.warm_up(plan, impl_->variants);
+}
+
+Session::~Session() = default;
+
+const std::string& Session::lost() const {
+  return impl_->lost;
+}
+
+Row Session::run(const PlanItem& item) {
+  Row row = make_row(item);
+  if (!impl_->lost.empty()) {
+    Measurement m;
+    m.impl = "all";
+    m.reason = "not run: " + impl_->lost;
+    row.baselines.push_back(m);
+  } else {
+    try {
+      row = impl_->exec.run_item(item, impl_->variants, impl_->baselines);
+    } catch (const RunError& e) {
+      impl_->lost = std::string("CUDA context lost: ") + e.what();
+      row = make_row(item);
+      Measurement m;
+      m.impl = "all";
+      m.status = Status::failed;
+      m.reason = impl_->lost;
+      row.baselines.push_back(m);
+    }
+  }
+  row.device = impl_->device;
+  return row;
+}
+
+void Session::save_cache() {
+  impl_->exec.save_cache();
+}
+
 Results run_plan(const Plan& plan, const Options& opts, const gpu::DeviceInfo& dev, Registry& reg,
                  RunObserver& obs) {
   Results results;
   results.tool_version = tool_version();
   results.env = describe_environment(dev, reg, opts);
   results.timing_mode = opts.timing.cold ? "cold" : "hot";
-  const auto variants = selected_variants(reg, opts.variants);
-  const auto baselines = selected_baselines(reg, opts.baseline);
+  results.plan = plan_info(plan, opts);
 
-  Executor exec(opts, dev, obs);
-  exec.warm_up(plan, variants);
+  Session session(plan, opts, dev, reg, obs);
   const auto t0 = Clock::now();
   const int total = static_cast<int>(plan.items.size());
-  std::string lost;  // set once the CUDA context is unusable
   for (int i = 0; i < total; ++i) {
     const PlanItem& item = plan.items[i];
     const double elapsed = seconds_since(t0);
     const double eta = i == 0 ? -1.0 : elapsed / i * (total - i);
     obs.on_item(i, total, item, elapsed, eta);
-    Row row = make_row(item);
-    if (!lost.empty()) {
-      Measurement m;
-      m.impl = "all";
-      m.reason = "not run: " + lost;
-      row.baselines.push_back(m);
-    } else {
-      try {
-        row = exec.run_item(item, variants, baselines);
-      } catch (const RunError& e) {
-        lost = std::string("CUDA context lost: ") + e.what();
-        row = make_row(item);
-        Measurement m;
-        m.impl = "all";
-        m.status = Status::failed;
-        m.reason = lost;
-        row.baselines.push_back(m);
-      }
-    }
-    results.rows.push_back(std::move(row));
+    results.rows.push_back(session.run(item));
     obs.on_row(results);
   }
-  exec.save_cache();
+  session.save_cache();
   results.complete = true;
   return results;
 }

@@ -73,6 +73,22 @@ int compiler_threads(int jobs);
 std::vector<CompileOutcome> precompile(const Plan&, const std::vector<Variant*>&, TuneMode,
                                        const TuningCache&, const gpu::DeviceInfo&, int threads);
 
+// Runs plan items one at a time on one device: run_plan's loop, and a --devices worker's. The
+// constructor compiles the plan's configurations (precompile). After a CUDA error that leaves the
+// context unusable, the row that met it fails and every later row says "not run".
+class Session {
+ public:
+  Session(const Plan&, const Options&, const gpu::DeviceInfo&, Registry&, RunObserver&);
+  ~Session();
+  Row run(const PlanItem&);         // the row names this device and the item's plan index
+  const std::string& lost() const;  // why the context is unusable; empty while it is fine
+  void save_cache();                // the tuning cache, merged with what others saved meanwhile
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 Results run_plan(const Plan&, const Options&, const gpu::DeviceInfo&, Registry&, RunObserver&);
 
 }  // namespace ffpa

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -13,6 +14,7 @@
 
 #include "core/build_info.hpp"
 #include "core/error.hpp"
+#include "core/file_lock.hpp"
 #include "core/json_strict.hpp"
 
 namespace ffpa {
@@ -268,38 +270,11 @@ void TuningCache::store(const CacheKey& key, const Knobs& knobs, double ms) {
   entries_.push_back({key, {knobs, ms, utc_now()}});
 }
 
-void TuningCache::save() const {
-  if (!dirty_) return;
-  const fs::path p(path_);
-  std::error_code ec;
-  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  if (ec) throw RunError("cannot create " + p.parent_path().string() + ": " + ec.message());
+namespace {
 
-  std::vector<Item> all = entries_;
-  if (move_aside_) {
-    if (fs::exists(p, ec)) {
-      fs::rename(p, path_ + ".bad", ec);
-      if (ec)
-        throw RunError("cannot move " + path_ + " aside to " + path_ + ".bad: " + ec.message());
-    }
-  } else {
-    // Keep what other processes stored since load(); ours win for equal keys.
-    std::string text;
-    if (fs::exists(p, ec) && read_text(path_, text)) {
-      int bad = 0;
-      std::string first_bad;
-      try {
-        for (Item& other : parse_entries<Item>(text, bad, first_bad)) {
-          bool ours = false;
-          for (const Item& it : entries_) ours = ours || it.key == other.key;
-          if (!ours) all.push_back(std::move(other));
-        }
-      } catch (const BadEntry&) {
-        // Became unusable since load(): our entries replace it.
-      }
-    }
-  }
-
+// Replaces the file with these entries: temporary file + rename.
+template <class Item>
+void write_entries(const std::string& path, const std::vector<Item>& all) {
   json entries = json::array();
   for (const Item& it : all) {
     json e = key_json(it.key);
@@ -312,7 +287,8 @@ void TuningCache::save() const {
   }
   const json root{{"schema", kTuningCacheSchema}, {"entries", std::move(entries)}};
 
-  const std::string tmp = path_ + ".tmp." + std::to_string(::getpid());
+  std::error_code ec;
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out << root.dump(1) << '\n';
@@ -322,12 +298,88 @@ void TuningCache::save() const {
       throw RunError("cannot write " + tmp);
     }
   }
-  fs::rename(tmp, p, ec);
+  fs::rename(tmp, path, ec);
   if (ec) {
     std::error_code ignore;
     fs::remove(tmp, ignore);
-    throw RunError("cannot replace " + path_ + ": " + ec.message());
+    throw RunError("cannot replace " + path + ": " + ec.message());
   }
+}
+
+// The usable entries of a cache file on disk; none when it is absent, unreadable or unusable.
+template <class Item>
+std::vector<Item> entries_on_disk(const std::string& path) {
+  std::string text;
+  std::error_code ec;
+  if (!fs::exists(path, ec) || !read_text(path, text)) return {};
+  int bad = 0;
+  std::string first_bad;
+  try {
+    return parse_entries<Item>(text, bad, first_bad);
+  } catch (const BadEntry&) {
+    return {};
+  }
+}
+
+}  // namespace
+
+void TuningCache::save() const {
+  if (!dirty_) return;
+  const fs::path p(path_);
+  std::error_code ec;
+  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  if (ec) throw RunError("cannot create " + p.parent_path().string() + ": " + ec.message());
+
+  // Read, merge and replace under the lock: another process saving at the same moment (a
+  // --devices worker, a shard on the same file system) must not drop our entries or we theirs.
+  const FileLock lock(path_);
+  std::vector<Item> all = entries_;
+  if (move_aside_) {
+    if (fs::exists(p, ec)) {
+      fs::rename(p, path_ + ".bad", ec);
+      if (ec)
+        throw RunError("cannot move " + path_ + " aside to " + path_ + ".bad: " + ec.message());
+    }
+  } else {
+    // Keep what other processes stored since load(); ours win for equal keys. A file that became
+    // unusable since load() is replaced by ours.
+    for (Item& other : entries_on_disk<Item>(path_)) {
+      bool ours = false;
+      for (const Item& it : entries_) ours = ours || it.key == other.key;
+      if (!ours) all.push_back(std::move(other));
+    }
+  }
+  write_entries(path_, all);
+}
+
+int TuningCache::merge_files(const std::string& target, const std::vector<std::string>& inputs) {
+  std::vector<TuningCache> in;
+  for (const std::string& f : inputs) {
+    std::error_code ec;
+    if (!fs::exists(f, ec)) throw InputError(f, "/", "no such tuning cache");
+    in.push_back(load(f));
+    if (!in.back().warning().empty()) throw InputError(f, "/", in.back().warning());
+  }
+  const fs::path p(target);
+  std::error_code ec;
+  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  const FileLock lock(target);
+  std::vector<Item> all = entries_on_disk<Item>(target);
+  int changed = 0;
+  for (const TuningCache& c : in)
+    for (const Item& it : c.entries_) {
+      auto same =
+          std::find_if(all.begin(), all.end(), [&](const Item& a) { return a.key == it.key; });
+      if (same == all.end()) {
+        all.push_back(it);
+        ++changed;
+      } else if (it.entry.ms < same->entry.ms) {
+        same->entry = it.entry;
+        ++changed;
+      }
+    }
+  write_entries(target, all);
+  return changed;
 }
 
 std::string default_tuning_cache_path() {

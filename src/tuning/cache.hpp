@@ -74,9 +74,13 @@ class TuningCache {
   // Adds or replaces the entry of this key.
   void store(const CacheKey&, const Knobs&, double ms);
   // Does nothing unless store() was called. Writes atomically (temporary file + rename), creating
-  // the directory. Entries another process saved since load() are kept unless this cache has the
-  // same key. Throws RunError on a file-system failure.
+  // the directory, under a FileLock on the path. Entries another process saved since load() are
+  // kept unless this cache has the same key. Throws RunError on a file-system failure.
   void save() const;
+  // Merges the caches `inputs` into the file `target` under its lock, keeping the fastest entry
+  // (lowest ms) per key; returns how many entries were added or replaced. An input that is missing
+  // or not fully usable is an InputError naming it (nothing is written then).
+  static int merge_files(const std::string& target, const std::vector<std::string>& inputs);
 
   const std::string& path() const { return path_; }
   // Why the file was (partly) ignored at load; empty when it was fine or absent.

@@ -1,0 +1,89 @@
+#include "plan/shard.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace ffpa {
+namespace {
+
+template <class T, class F>
+std::string list(const std::vector<T>& v, F show) {
+  std::string s;
+  for (const T& x : v) s += (s.empty() ? "" : ",") + show(x);
+  return s;
+}
+
+std::string sizes(const std::vector<int64_t>& v) {
+  return list(v, [](int64_t x) { return std::to_string(x); });
+}
+
+}  // namespace
+
+std::vector<int> longest_first(const Plan& plan) {
+  std::vector<int> order(plan.items.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return plan.items[a].flops > plan.items[b].flops; });
+  return order;
+}
+
+std::vector<int> shard_assignment(const Plan& plan, int count) {
+  std::vector<int> shard(plan.items.size(), 0);
+  std::vector<double> load(static_cast<size_t>(std::max(count, 1)), 0.0);
+  for (int i : longest_first(plan)) {
+    const auto least = std::min_element(load.begin(), load.end());  // first of equal loads
+    shard[i] = static_cast<int>(least - load.begin());
+    *least += plan.items[i].flops;
+  }
+  return shard;
+}
+
+void keep_shard(Plan& plan, int index, int count) {
+  const std::vector<int> shard = shard_assignment(plan, count);
+  std::vector<PlanItem> kept;
+  for (size_t i = 0; i < plan.items.size(); ++i)
+    if (shard[i] == index) kept.push_back(std::move(plan.items[i]));
+  plan.items = std::move(kept);
+}
+
+}  // namespace ffpa
+
+namespace ffpa {
+
+std::string run_flags(const Options& o) {
+  const TimingOptions& t = o.timing;
+  auto same = [](const std::string& x) { return x; };
+  return fmt::format(
+      "fwd={} bwd={} case={} B={} H={} Hkv={} N={} Nq={} Nkv={} D={} dtype={} tune={} variant={} "
+      "baseline={} timing={} min-samples={} max-noise={} min-time={} timeout={} seed={} check={}",
+      o.fwd, o.bwd, list(o.cases, same), sizes(o.B), sizes(o.H), sizes(o.Hkv), sizes(o.N),
+      sizes(o.Nq), sizes(o.Nkv), sizes(o.D), list(o.dtypes, [](Dtype d) { return to_string(d); }),
+      to_string(o.tune), list(o.variants, same), to_string(o.baseline), t.cold ? "cold" : "hot",
+      t.min_samples, t.max_noise, t.min_time, t.timeout, o.seed, o.check);
+}
+
+PlanInfo plan_info(const Plan& plan, const Options& o) {
+  std::ifstream in(plan.config_file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in && !in.eof()) throw RunError("cannot read " + plan.config_file + " back for its hash");
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : text.str()) h = (h ^ c) * 1099511628211ull;
+  PlanInfo p;
+  p.config = plan.config_file;
+  p.config_hash = fmt::format("{:016x}", h);
+  p.flags = run_flags(o);
+  p.total = plan.total;
+  p.shard = plan.shard;
+  p.shards = plan.shards;
+  for (const PlanItem& it : plan.items) p.items.push_back(it.index);
+  return p;
+}
+
+}  // namespace ffpa

@@ -1,0 +1,522 @@
+#include "runner/workers.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/build_info.hpp"
+#include "core/error.hpp"
+#include "gpu/cuda.hpp"
+#include "plan/shard.hpp"
+#include "report/results_json.hpp"
+
+extern char** environ;
+
+namespace ffpa {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kInFd = 3;   // worker reads the pool's commands here
+constexpr int kOutFd = 4;  // and writes its messages here
+
+// Writes all of `text`; false when the reader has gone.
+bool write_all(int fd, const std::string& text) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Reads one line (without the newline) from fd, buffered; false at end of file.
+bool read_line(int fd, std::string& buf, std::string& line) {
+  while (true) {
+    const size_t nl = buf.find('\n');
+    if (nl != std::string::npos) {
+      line = buf.substr(0, nl);
+      buf.erase(0, nl + 1);
+      return true;
+    }
+    char chunk[65536];
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    buf.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+std::string how_it_ended(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return fmt::format("killed by signal {} (SIG{})", sig, name ? name : "?");
+  }
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  return "ended";
+}
+
+// A pipe whose ends are above the fds a worker is given, so that dup2 onto 3 and 4 never meets
+// one of them; both ends close on exec.
+void make_pipe(int fds[2]) {
+  int raw[2];
+  if (::pipe(raw) != 0) throw RunError(std::string("pipe: ") + std::strerror(errno));
+  for (int i = 0; i < 2; ++i) {
+    fds[i] = ::fcntl(raw[i], F_DUPFD_CLOEXEC, 10);
+    ::close(raw[i]);
+    if (fds[i] < 0) throw RunError(std::string("fcntl: ") + std::strerror(errno));
+  }
+}
+
+Row unrun_row(const PlanItem& item, int device, Status status, const std::string& reason) {
+  Row r;
+  const Problem& p = item.problem;
+  r.plan_index = item.index;
+  r.device.index = device;
+  r.case_name = p.case_name;
+  r.pass = item.pass;
+  r.dtype = p.dtype;
+  r.shape = p.shape;
+  r.causal = p.causal;
+  r.mask = p.mask;
+  r.mask_dtype = p.mask_dtype;
+  r.dropout = p.dropout;
+  r.flops = item.flops;
+  Measurement m;
+  m.impl = "all";
+  m.status = status;
+  m.reason = reason;
+  r.baselines.push_back(m);
+  return r;
+}
+
+struct Worker {
+  int device = 0;
+  pid_t pid = -1;
+  int to = -1, from = -1;  // pool's ends: commands, messages
+  std::string buf;         // unread message bytes
+  enum class State { starting, waiting, warming, idle, busy, gone } state = State::starting;
+  int item = -1;  // plan index of the row it works on
+  std::optional<Environment> env;
+  std::string error;  // what it said before it ended
+};
+
+class Pool {
+ public:
+  Pool(const Plan& plan, const Options& opts, PoolObserver& obs)
+      : plan_(plan), opts_(opts), obs_(obs) {
+    for (size_t i = 0; i < plan.items.size(); ++i) by_index_[plan.items[i].index] = i;
+  }
+
+  ~Pool() {
+    // Normal end: the workers have gone. On an exception: stop those still running.
+    for (Worker& w : workers_) {
+      if (w.to >= 0) ::close(w.to);
+      if (w.from >= 0) ::close(w.from);
+      if (w.pid > 0) {
+        ::kill(w.pid, SIGTERM);
+        int status = 0;
+        ::waitpid(w.pid, &status, 0);
+      }
+    }
+  }
+
+  void spawn(const WorkerLaunch& launch, int device) {
+    Worker w;
+    w.device = device;
+    int in[2], out[2];  // in: pool -> worker, out: worker -> pool
+    make_pipe(in);
+    make_pipe(out);
+    std::vector<std::string> args = {launch.program};
+    args.insert(args.end(), launch.args.begin(), launch.args.end());
+    args.push_back("--worker");
+    args.push_back(std::to_string(device));
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], kInFd);
+    posix_spawn_file_actions_adddup2(&fa, out[1], kOutFd);
+    // Anything a library prints on stdout goes to the console, not into the protocol.
+    posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t dflt;
+    sigemptyset(&dflt);
+    sigaddset(&dflt, SIGPIPE);  // the pool ignores it; the worker must not inherit that
+    posix_spawnattr_setsigdefault(&attr, &dflt);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+    const int err = posix_spawn(&w.pid, launch.program.c_str(), &fa, &attr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    ::close(in[0]);
+    ::close(out[1]);
+    w.to = in[1];
+    w.from = out[0];
+    if (err != 0) {
+      w.pid = -1;
+      w.state = Worker::State::gone;
+      w.error = "cannot start " + launch.program + ": " + std::strerror(err);
+      obs_.on_log(device, w.error);
+    }
+    workers_.push_back(std::move(w));
+  }
+
+  Results run(const std::vector<int>& devices, const WorkerLaunch& launch) {
+    t0_ = Clock::now();
+    for (int d : devices) spawn(launch, d);
+    for (int i : longest_first(plan_)) queue_.push_back(plan_.items[i].index);
+
+    // Every worker says hello (or ends) before any row: the models are checked first.
+    while (count(Worker::State::starting) > 0) step();
+    check_models();
+    start_warm_up();
+    while (true) {
+      dispatch();
+      if (count(Worker::State::gone) == static_cast<int>(workers_.size())) break;
+      if (queue_.empty() && count(Worker::State::busy) == 0) break;
+      step();
+    }
+    for (Worker& w : workers_) stop(w);
+    for (Worker& w : workers_)
+      while (w.state != Worker::State::gone) step();
+
+    // Rows no worker was left to run.
+    std::string last;
+    for (const Worker& w : workers_)
+      if (!w.error.empty()) last = fmt::format("cuda:{} {}", w.device, w.error);
+    while (!queue_.empty()) {
+      const PlanItem& item = plan_.items[by_index_.at(queue_.front())];
+      queue_.pop_front();
+      finish(unrun_row(item, -1, Status::skipped,
+                       "not run: no worker left" + (last.empty() ? "" : " (last: " + last + ")")));
+    }
+    results_.complete = true;
+    return std::move(results_);
+  }
+
+ private:
+  int count(Worker::State s) const {
+    return static_cast<int>(std::count_if(workers_.begin(), workers_.end(),
+                                          [s](const Worker& w) { return w.state == s; }));
+  }
+
+  void send(Worker& w, const json& msg) {
+    if (!write_all(w.to, msg.dump() + "\n")) {
+      // It has ended or is ending; its end of file tells how.
+      ::close(w.to);
+      w.to = -1;
+    }
+  }
+
+  void stop(Worker& w) {
+    if (w.to >= 0) {
+      ::close(w.to);
+      w.to = -1;
+    }
+  }
+
+  void check_models() {
+    std::string first, list;
+    bool mixed = false;
+    for (const Worker& w : workers_) {
+      if (!w.env) continue;
+      list += fmt::format("{}cuda:{} {}", list.empty() ? "" : ", ", w.device, w.env->gpu);
+      if (first.empty()) first = w.env->gpu;
+      mixed = mixed || w.env->gpu != first;
+    }
+    if (mixed)
+      throw InputError("command line", "--devices",
+                       "GPUs of different models (" + list +
+                           "): a results file, its tables and the tuning cache describe one "
+                           "model; run one --devices list per model");
+    for (const Worker& w : workers_)
+      if (w.env) {
+        results_.env = *w.env;
+        break;
+      }
+    results_.tool_version = tool_version();
+    results_.env.command_line = opts_.command_line;
+    results_.timing_mode = opts_.timing.cold ? "cold" : "hot";
+    results_.plan = plan_info(plan_, opts_);
+  }
+
+  // The first worker compiles the plan's kernels alone; the others start once it is ready (or
+  // gone), and read the cubin cache.
+  void start_warm_up() {
+    for (Worker& w : workers_)
+      if (w.state == Worker::State::waiting) {
+        w.state = Worker::State::warming;
+        send(w, {{"warm", true}});
+        return;
+      }
+  }
+
+  void dispatch() {
+    for (Worker& w : workers_) {
+      if (w.state != Worker::State::idle || queue_.empty() || w.to < 0) continue;
+      w.item = queue_.front();
+      queue_.pop_front();
+      w.state = Worker::State::busy;
+      const int done = static_cast<int>(results_.rows.size());
+      const int total = static_cast<int>(plan_.items.size());
+      const double elapsed = std::chrono::duration<double>(Clock::now() - t0_).count();
+      const double eta = done == 0 ? -1.0 : elapsed / done * (total - done);
+      obs_.on_start(w.device, plan_.items[by_index_.at(w.item)], done, total, elapsed, eta);
+      send(w, {{"item", w.item}});
+    }
+  }
+
+  // Waits for messages from the workers and handles them.
+  void step() {
+    std::vector<pollfd> fds;
+    std::vector<Worker*> who;
+    for (Worker& w : workers_)
+      if (w.state != Worker::State::gone) {
+        fds.push_back({w.from, POLLIN, 0});
+        who.push_back(&w);
+      }
+    if (fds.empty()) return;
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) return;
+      throw RunError(std::string("poll: ") + std::strerror(errno));
+    }
+    for (size_t i = 0; i < fds.size(); ++i)
+      if (fds[i].revents != 0) receive(*who[i]);
+  }
+
+  void receive(Worker& w) {
+    char chunk[65536];
+    const ssize_t n = ::read(w.from, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) return;
+    if (n <= 0) return ended(w);
+    w.buf.append(chunk, static_cast<size_t>(n));
+    for (size_t nl; (nl = w.buf.find('\n')) != std::string::npos;) {
+      const std::string line = w.buf.substr(0, nl);
+      w.buf.erase(0, nl + 1);
+      handle(w, line);
+    }
+  }
+
+  void handle(Worker& w, const std::string& line) {
+    const std::string where = fmt::format("worker cuda:{}", w.device);
+    json msg;
+    try {
+      msg = json::parse(line);
+    } catch (const json::parse_error& e) {
+      obs_.on_log(w.device, "unreadable message (" + std::string(e.what()) + "): " + line);
+      return;
+    }
+    if (msg.contains("hello")) {
+      w.env = env_from_json(msg["hello"], where);
+      w.state = Worker::State::waiting;
+    } else if (msg.contains("ready")) {
+      const bool first = count(Worker::State::idle) + count(Worker::State::busy) == 0;
+      w.state = Worker::State::idle;
+      if (first) warm_others();
+    } else if (msg.contains("row")) {
+      Row row = row_from_json(msg["row"], where);
+      if (w.state != Worker::State::busy || row.plan_index != w.item) {
+        obs_.on_log(w.device, fmt::format("sent row {} while working on {}: ignored",
+                                          row.plan_index, w.item));
+        return;
+      }
+      w.state = Worker::State::idle;
+      w.item = -1;
+      finish(std::move(row));
+    } else if (msg.contains("log")) {
+      obs_.on_log(w.device, msg["log"].get<std::string>());
+    } else if (msg.contains("error")) {
+      w.error = msg["error"].get<std::string>();
+      obs_.on_log(w.device, w.error);
+    }
+  }
+
+  void warm_others() {
+    for (Worker& o : workers_)
+      if (o.state == Worker::State::waiting) {
+        o.state = Worker::State::warming;
+        send(o, {{"warm", true}});
+      }
+  }
+
+  // End of file from a worker: it has ended (or is about to). Its row, if any, fails.
+  void ended(Worker& w) {
+    int status = 0;
+    while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    w.pid = -1;
+    const std::string how = how_it_ended(status);
+    const bool was_warming = w.state == Worker::State::warming;
+    const bool crashed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    if (crashed) {
+      if (w.error.empty()) w.error = how;
+      obs_.on_log(w.device, "worker " + how + (w.state == Worker::State::busy ? "" : " (idle)"));
+    }
+    if (w.state == Worker::State::busy) {
+      const PlanItem& item = plan_.items[by_index_.at(w.item)];
+      Row row = unrun_row(item, w.device, Status::failed,
+                          fmt::format("worker on cuda:{} {} while running this row{}", w.device,
+                                      how, w.error == how ? "" : ": " + w.error));
+      row.device.host = w.env ? w.env->host : "";
+      finish(std::move(row));
+    }
+    w.state = Worker::State::gone;
+    stop(w);
+    ::close(w.from);
+    w.from = -1;
+    // The first worker died compiling: hand warm-up to the next one.
+    if (was_warming && count(Worker::State::warming) == 0 && count(Worker::State::idle) == 0)
+      start_warm_up();
+  }
+
+  void finish(Row row) {
+    const auto at = std::lower_bound(results_.rows.begin(), results_.rows.end(), row.plan_index,
+                                     [](const Row& r, int index) { return r.plan_index < index; });
+    results_.rows.insert(at, std::move(row));
+    obs_.on_row(results_);
+  }
+
+  const Plan& plan_;
+  const Options& opts_;
+  PoolObserver& obs_;
+  std::map<int, size_t> by_index_;  // plan index -> position in plan_.items
+  std::vector<Worker> workers_;
+  std::deque<int> queue_;  // plan indices not yet handed out, longest first
+  Results results_;
+  Clock::time_point t0_;
+};
+
+// Worker-side observer: Session diagnostics go to the pool.
+class ChannelObserver : public RunObserver {
+ public:
+  explicit ChannelObserver(WorkerChannel& ch) : ch_(ch) {}
+  void on_row(const Results&) override {}
+  void on_log(int level, const std::string& msg) override { ch_.log(level, msg); }
+
+ private:
+  WorkerChannel& ch_;
+};
+
+}  // namespace
+
+Results run_pool(const Plan& plan, const Options& opts, const std::vector<int>& devices,
+                 const WorkerLaunch& launch, PoolObserver& obs) {
+  // A worker that ends while the pool writes to it must not end the pool.
+  ::signal(SIGPIPE, SIG_IGN);
+  Pool pool(plan, opts, obs);
+  return pool.run(devices, launch);
+}
+
+struct WorkerChannel::Impl {
+  std::string buf;
+  bool send(const json& msg) {
+    return write_all(kOutFd, msg.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+  }
+  std::optional<json> receive() {
+    std::string line;
+    if (!read_line(kInFd, buf, line)) return std::nullopt;
+    try {
+      return json::parse(line);
+    } catch (const json::parse_error&) {
+      return std::nullopt;
+    }
+  }
+};
+
+WorkerChannel::WorkerChannel() : impl_(std::make_unique<Impl>()) {
+  if (::fcntl(kInFd, F_GETFD) < 0 || ::fcntl(kOutFd, F_GETFD) < 0)
+    throw InputError("command line", "--worker",
+                     "internal option of --devices: started without the pool's pipes");
+}
+
+WorkerChannel::~WorkerChannel() = default;
+
+void WorkerChannel::hello(const Environment& env) {
+  impl_->send({{"hello", env_to_json(env)}});
+}
+
+bool WorkerChannel::wait_warm() {
+  const auto msg = impl_->receive();
+  return msg && msg->contains("warm");
+}
+
+void WorkerChannel::ready() {
+  impl_->send({{"ready", true}});
+}
+
+std::optional<int> WorkerChannel::next_item() {
+  const auto msg = impl_->receive();
+  if (!msg || !msg->contains("item") || !(*msg)["item"].is_number_integer()) return std::nullopt;
+  return (*msg)["item"].get<int>();
+}
+
+void WorkerChannel::row(const Row& r) {
+  if (!impl_->send({{"row", row_to_json(r)}})) throw RunError("the pool has gone");
+}
+
+void WorkerChannel::log(int level, const std::string& msg) {
+  impl_->send({{"log", msg}, {"level", level}});
+}
+
+void WorkerChannel::error(const std::string& msg) {
+  impl_->send({{"error", msg}});
+}
+
+int run_worker(const Plan& plan, const Options& opts, Registry& reg) {
+  WorkerChannel ch;
+  gpu::DeviceInfo dev;
+  try {
+    dev = gpu::open_device(opts.device);
+  } catch (const std::exception& e) {
+    ch.error(e.what());
+    return 3;
+  }
+  ch.hello(describe_environment(dev, reg, opts));
+  if (!ch.wait_warm()) return 0;
+  ChannelObserver obs(ch);
+  Session session(plan, opts, dev, reg, obs);
+  ch.ready();
+  while (const auto index = ch.next_item()) {
+    const auto it = std::find_if(plan.items.begin(), plan.items.end(),
+                                 [&](const PlanItem& i) { return i.index == *index; });
+    if (it == plan.items.end()) {
+      ch.error(fmt::format("plan item {} is not in this worker's plan", *index));
+      return 1;
+    }
+    Row row = session.run(*it);
+    try {
+      session.save_cache();
+    } catch (const RunError& e) {
+      ch.log(0, std::string("tuning cache not saved: ") + e.what());
+    }
+    ch.row(row);
+    // A fresh process gets a fresh context; this one has none left.
+    if (!session.lost().empty()) return 1;
+  }
+  return 0;
+}
+
+}  // namespace ffpa

@@ -1,0 +1,72 @@
+// --devices: one worker process per GPU. The pool process hands rows out from one queue, longest
+// (most FLOPs) first, and keeps the results in plan order; it never opens a GPU itself. A worker
+// that crashes or meets a sticky CUDA error ends alone: its current row fails with the reason and
+// the other workers take the rest of the queue.
+//
+// Workers are fresh processes (exec, not fork: a CUDA context does not survive fork) of the same
+// executable with the pool's arguments plus `--worker N`. They talk JSON lines: the pool writes
+// {"warm"} and {"item": I} to the worker's fd 3 and closes it to stop the worker; the worker
+// writes {"hello": env}, {"ready"}, {"row": row}, {"log": text, "level": n} and {"error": text}
+// to its fd 4. Warm-up (compiling the plan's kernels into the shared cubin cache) runs on the
+// first worker alone, then on the others, which then find their cubins compiled.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/options.hpp"
+#include "core/results.hpp"
+#include "plan/plan.hpp"
+#include "runner/runner.hpp"
+
+namespace ffpa {
+
+// How to start a worker: `program` `args`... --worker N.
+struct WorkerLaunch {
+  std::string program;
+  std::vector<std::string> args;
+};
+
+class PoolObserver {
+ public:
+  virtual ~PoolObserver() = default;
+  // Row `item` was handed to the worker on `device`; `done` rows of `total` are finished.
+  virtual void on_start(int device, const PlanItem& item, int done, int total, double elapsed_s,
+                        double eta_s) {}
+  // After a row finished (the partial results hold every finished row, in plan order).
+  virtual void on_row(const Results& partial) = 0;
+  virtual void on_log(int device, const std::string& message) {}
+};
+
+// Runs the plan on one worker per device. Throws InputError (after stopping the workers) when the
+// devices are GPUs of different models: a results file, its tables and the tuning cache describe
+// one model. Rows no worker was left to run say "not run" with the reason.
+Results run_pool(const Plan&, const Options&, const std::vector<int>& devices, const WorkerLaunch&,
+                 PoolObserver&);
+
+// The worker's end of the pool's pipes: fd 3 in, fd 4 out.
+class WorkerChannel {
+ public:
+  WorkerChannel();
+  ~WorkerChannel();
+  void hello(const Environment&);
+  bool wait_warm();  // false when the pool has gone
+  void ready();
+  std::optional<int> next_item();  // the plan index of the next row; nullopt: stop
+  void row(const Row&);
+  void log(int level, const std::string&);
+  void error(const std::string&);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A `--worker N` process: opens device N, then runs the rows the pool sends (Session), saving the
+// tuning cache after each. Returns the exit code: 0, 1 after a lost CUDA context, 3 without the
+// GPU.
+int run_worker(const Plan&, const Options&, Registry&);
+
+}  // namespace ffpa
