@@ -116,7 +116,8 @@ struct Worker {
   int to = -1, from = -1;  // pool's ends: commands, messages
   std::string buf;         // unread message bytes
   enum class State { starting, waiting, warming, idle, busy, gone } state = State::starting;
-  int item = -1;  // plan index of the row it works on
+  int item = -1;         // plan index of the row it works on
+  bool leaving = false;  // said it ends after its row: hand it no more
   std::optional<Environment> env;
   std::string error;  // what it said before it ended
 };
@@ -276,7 +277,7 @@ class Pool {
 
   void dispatch() {
     for (Worker& w : workers_) {
-      if (w.state != Worker::State::idle || queue_.empty() || w.to < 0) continue;
+      if (w.state != Worker::State::idle || w.leaving || queue_.empty() || w.to < 0) continue;
       w.item = queue_.front();
       queue_.pop_front();
       w.state = Worker::State::busy;
@@ -350,6 +351,7 @@ class Pool {
       obs_.on_log(w.device, msg["log"].get<std::string>());
     } else if (msg.contains("error")) {
       w.error = msg["error"].get<std::string>();
+      w.leaving = true;
       obs_.on_log(w.device, w.error);
     }
   }
@@ -506,15 +508,18 @@ int run_worker(const Plan& plan, const Options& opts, Registry& reg) {
       ch.error(fmt::format("plan item {} is not in this worker's plan", *index));
       return 1;
     }
-    Row row = session.run(*it);
+    const Row row = session.run(*it);
     try {
       session.save_cache();
     } catch (const RunError& e) {
       ch.log(0, std::string("tuning cache not saved: ") + e.what());
     }
+    // A fresh process would get a fresh context; this one has none left. Said before the row, so
+    // that the pool hands this worker nothing more.
+    const bool lost = !session.lost().empty();
+    if (lost) ch.error(session.lost() + "; this worker ends");
     ch.row(row);
-    // A fresh process gets a fresh context; this one has none left.
-    if (!session.lost().empty()) return 1;
+    if (lost) return 1;
   }
   return 0;
 }

@@ -7,8 +7,9 @@
 // executable with the pool's arguments plus `--worker N`. They talk JSON lines: the pool writes
 // {"warm"} and {"item": I} to the worker's fd 3 and closes it to stop the worker; the worker
 // writes {"hello": env}, {"ready"}, {"row": row}, {"log": text, "level": n} and {"error": text}
-// to its fd 4. Warm-up (compiling the plan's kernels into the shared cubin cache) runs on the
-// first worker alone, then on the others, which then find their cubins compiled.
+// to its fd 4; after an error it gets no more rows (it sends one before the row that lost its
+// CUDA context, then ends). Warm-up (compiling the plan's kernels into the shared cubin cache) runs
+// on the first worker alone, then on the others, which then find their cubins compiled.
 #pragma once
 
 #include <memory>
@@ -57,7 +58,7 @@ class WorkerChannel {
   std::optional<int> next_item();  // the plan index of the next row; nullopt: stop
   void row(const Row&);
   void log(int level, const std::string&);
-  void error(const std::string&);
+  void error(const std::string&);  // and this worker ends: the pool hands it nothing more
 
  private:
   struct Impl;

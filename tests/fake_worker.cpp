@@ -1,0 +1,99 @@
+// Test double of a --devices worker: speaks the pool's protocol through the real WorkerChannel on
+// the real plan, but opens no GPU and measures nothing. Every row it sends is skipped with the
+// reason "test double: nothing measured", so no file it contributes to can pass for a measurement.
+// Built with the tests only; ffpa-bench starts workers from its own executable and cannot start
+// this one.
+//
+// The pool tests steer it through the environment:
+//   FAKE_GPU_<N>=name      the GPU model device N reports (default "Fake GPU")
+//   FAKE_KILL_ITEM=i       the worker handed plan item i kills itself with SIGKILL
+//   FAKE_LOSE_ITEM=i       the worker handed plan item i fails it as a lost CUDA context and exits
+//   1 FAKE_TRACE=file        every worker appends "<device> <item>" when it is handed an item
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "cli/options.hpp"
+#include "core/error.hpp"
+#include "plan/plan.hpp"
+#include "runner/workers.hpp"
+
+using namespace ffpa;
+
+namespace {
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : -1;
+}
+
+Row row_of(const PlanItem& item, int device) {
+  Row r;
+  const Problem& p = item.problem;
+  r.plan_index = item.index;
+  r.device = {"fake-host", device};
+  r.case_name = p.case_name;
+  r.pass = item.pass;
+  r.dtype = p.dtype;
+  r.shape = p.shape;
+  r.causal = p.causal;
+  r.mask = p.mask;
+  r.mask_dtype = p.mask_dtype;
+  r.dropout = p.dropout;
+  r.flops = item.flops;
+  Measurement m;
+  m.impl = "test-double";
+  m.kind = "ffpa";
+  m.status = Status::skipped;
+  m.reason = "test double: nothing measured";
+  r.ffpa = m;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const auto opts = parse_cli(argc, argv);
+    if (!opts || !opts->worker) {
+      std::cerr << "fake_worker: expects the pool's arguments and --worker N\n";
+      return 2;
+    }
+    const Plan plan = make_plan(*opts);
+    const int device = opts->device;
+    WorkerChannel ch;
+    Environment env;
+    const char* gpu = std::getenv(("FAKE_GPU_" + std::to_string(device)).c_str());
+    env.gpu = gpu ? gpu : "Fake GPU";
+    env.host = "fake-host";
+    ch.hello(env);
+    if (!ch.wait_warm()) return 0;
+    ch.ready();
+    while (const auto index = ch.next_item()) {
+      if (const char* trace = std::getenv("FAKE_TRACE"))
+        std::ofstream(trace, std::ios::app) << device << " " << *index << "\n";
+      if (*index == env_int("FAKE_KILL_ITEM")) ::raise(SIGKILL);
+      const PlanItem* item = nullptr;
+      for (const PlanItem& it : plan.items)
+        if (it.index == *index) item = &it;
+      if (!item) return 1;
+      Row row = row_of(*item, device);
+      if (*index == env_int("FAKE_LOSE_ITEM")) {
+        row.ffpa->status = Status::failed;
+        row.ffpa->reason = "CUDA context lost: test double";
+        ch.error("CUDA context lost: this worker ends");  // before the row, as run_worker does
+        ch.row(row);
+        return 1;
+      }
+      ch.row(row);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "fake_worker: " << e.what() << "\n";
+    return 1;
+  }
+}
