@@ -2,8 +2,11 @@
 #include <fmt/format.h>
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <numeric>
 #include <regex>
@@ -99,6 +102,26 @@ std::vector<ResultsFile> shard_files(const Options& o, int shards, const fs::pat
 
 std::string dump(const Results& r) {
   return to_json(r).dump(1);
+}
+
+gpu::DeviceInfo h200() {
+  gpu::DeviceInfo d;
+  d.name = "NVIDIA H200";
+  d.sm_major = 9;
+  d.driver_version = 13000;
+  return d;
+}
+
+CacheKey key(int64_t D) {
+  Problem p;
+  p.shape = {1, 32, 32, 8192, 8192, D};
+  return make_cache_key(h200(), "ffpa-fwd-sm90", p, Pass::fwd);
+}
+
+void save_one(const std::string& path, int64_t D, int64_t knob, double ms) {
+  TuningCache c = TuningCache::load(path);
+  c.store(key(D), {{"Br", knob}}, ms);
+  c.save();
 }
 
 }  // namespace
@@ -215,6 +238,35 @@ TEST_CASE("shards merge into the file an unsharded run of the same rows writes",
   }
 }
 
+TEST_CASE("tools/merge-shards.sh merges a sharded run's directory", "[merge][tools]") {
+  test::TempDir dir;
+  const Options o = options("configs/smoke.json");
+  const Results whole = fake_results(make_plan(o), o);
+  const int n = 3;
+  for (int i = 0; i < n; ++i) {
+    const Options so = sharded(o, i, n);
+    const fs::path shard = dir.path() / ("shard-" + std::to_string(i));
+    write_results_atomic(shard / "ffpa_NVIDIA_H200_results.json", fake_results(make_plan(so), so));
+    save_one((shard / "tuning.json").string(), 320 + i, 64, 2.0 - i * 0.5);
+  }
+  const auto merge = [&] {
+    const std::string cmd = "FFPA_BENCH=" FFPA_BENCH_BIN " sh " +
+                            (test::source_dir() / "tools/merge-shards.sh").string() + " " +
+                            dir.path().string() + " >/dev/null 2>&1";
+    const int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  REQUIRE(merge() == 0);
+  CHECK(dump(load_results(dir.path() / "merged/results.json")) == dump(whole));
+  CHECK(fs::exists(dir.path() / "merged/ffpa_NVIDIA_H200_speedup.md"));
+  CHECK(TuningCache::load((dir.path() / "merged/tuning.json").string()).size() == n);
+  // A shard missing: exit 2, nothing merged over the old file.
+  fs::remove_all(dir.path() / "shard-1");
+  fs::remove(dir.path() / "merged/results.json");
+  CHECK(merge() == 2);
+  CHECK_FALSE(fs::exists(dir.path() / "merged/results.json"));
+}
+
 TEST_CASE("merge refuses duplicate and missing rows with a list", "[merge]") {
   test::TempDir dir;
   const Options o = options("configs/smoke.json");
@@ -296,30 +348,6 @@ TEST_CASE("run_flags leaves out what does not change the rows", "[shard]") {
                               {"--max-noise", "1"}})
     CHECK(run_flags(options("configs/smoke.json", changed)) != base);
 }
-
-namespace {
-
-gpu::DeviceInfo h200() {
-  gpu::DeviceInfo d;
-  d.name = "NVIDIA H200";
-  d.sm_major = 9;
-  d.driver_version = 13000;
-  return d;
-}
-
-CacheKey key(int64_t D) {
-  Problem p;
-  p.shape = {1, 32, 32, 8192, 8192, D};
-  return make_cache_key(h200(), "ffpa-fwd-sm90", p, Pass::fwd);
-}
-
-void save_one(const std::string& path, int64_t D, int64_t knob, double ms) {
-  TuningCache c = TuningCache::load(path);
-  c.store(key(D), {{"Br", knob}}, ms);
-  c.save();
-}
-
-}  // namespace
 
 TEST_CASE("tuning caches merge to the fastest entry per key", "[merge][tuning]") {
   test::TempDir dir;
