@@ -100,6 +100,20 @@ TEST_CASE("sm90ws: ring depths and cluster sizes", "[gpu]") {
   for (int slots : {4, 7, 18}) expect_close(p320, fwd90ws::Config{slots, 2});
 }
 
+// The same cases with the own P read from shared memory (psmem): if one path fails and the other
+// passes, the failure is in the P fragments (RS) or in the P tile (SS).
+TEST_CASE("sm90ws: own P through shared memory (psmem=1)", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : {Dtype::bf16, Dtype::fp16})
+    for (int D : {320, 512}) {
+      expect_close(make(1, 2, 1, 129, 129, D, dt), fwd90ws::Config{18, 1, 1});
+      expect_close(make(1, 8, 2, 70, 333, D, dt), fwd90ws::Config{18, 2, 1});
+    }
+  Problem c = make(1, 4, 2, 200, 200, 512);
+  c.causal = Causal::top_left;
+  expect_close(c, fwd90ws::Config{18, 1, 1});
+}
+
 TEST_CASE("sm90ws: the variant through AttnTensors passes the runner's FA3-rule check", "[gpu]") {
   if (!hopper()) return;
   auto v = make_ffpa_fwd_sm90ws();
