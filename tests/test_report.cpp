@@ -124,6 +124,8 @@ Results sample_results() {
   const std::string sm90 = "ffpa-fwd-sm90", bwd = "ffpa-bwd-sm90";
 
   auto add = [&](Row r, std::optional<Measurement> f, std::vector<Measurement> b) {
+    r.plan_index = static_cast<int>(res.rows.size());
+    r.device = {"gpu-node", r.plan_index % 2};
     r.ffpa = std::move(f);
     r.baselines = std::move(b);
     res.rows.push_back(std::move(r));

@@ -334,6 +334,29 @@ TEST_CASE("merge refuses mixed versions, GPUs, configs and flags unless told", "
   CHECK(test::thrown([&] { merge_results(parts, true); }).path() == "/plan/total");
 }
 
+TEST_CASE("results files written before shards load without plan, plan index and device",
+          "[merge][json]") {
+  const Options o = options("configs/smoke.json");
+  const Results r = fake_results(make_plan(o), o);
+  nlohmann::json j = to_json(r);
+  j.erase("plan");
+  for (auto& row : j["rows"]) {
+    row.erase("plan_index");
+    row.erase("device");
+  }
+  const Results old = results_from_json(j, "old.json");
+  CHECK_FALSE(old.plan);
+  CHECK(old.rows.at(0).plan_index == -1);
+  CHECK(old.rows.at(0).device.index == -1);
+  // Such a file cannot be placed in a plan.
+  CHECK(test::thrown([&] { merge_results({{"old.json", old}}, true); }).path() == "/plan");
+  // A plan record that names a shard outside its count is refused on reading.
+  j = to_json(r);
+  j["plan"]["shard"] = 4;
+  j["plan"]["shards"] = 4;
+  CHECK(test::thrown([&] { results_from_json(j, "bad.json"); }).path() == "/plan/shard");
+}
+
 TEST_CASE("run_flags leaves out what does not change the rows", "[shard]") {
   const std::string base = run_flags(options("configs/smoke.json"));
   CHECK(run_flags(options("configs/smoke.json", {"--out", "x", "--shard", "1/2", "--devices", "all",

@@ -82,7 +82,7 @@ std::string render_csv(const Results& res) {
   for (const auto& b : baselines) head.push_back("speedup_vs_" + b);
   head.insert(head.end(),
               {"checked", "correct", "max_abs_err", "worst_tensor", "checks", "peak_mem_bytes",
-               "extra_mem_bytes", "config", "config_source", "includes"});
+               "extra_mem_bytes", "config", "config_source", "includes", "device"});
   std::string out;
   line(out, head);
 
@@ -93,6 +93,9 @@ std::string render_csv(const Results& res) {
         std::to_string(s.Hq), std::to_string(s.Hkv), std::to_string(s.Nq), std::to_string(s.Nkv),
         std::to_string(s.D),  to_string(r.causal),   to_string(r.mask),    to_string(r.mask_dtype),
         num(r.dropout),       num(r.flops)};
+    // "host/cuda:N", empty when the file does not say (older files).
+    const std::string device =
+        r.device.index < 0 ? "" : r.device.host + "/cuda:" + std::to_string(r.device.index);
     std::vector<const Measurement*> ms;
     if (r.ffpa) ms.push_back(&*r.ffpa);
     for (const auto& m : r.ffpa_others) ms.push_back(&m);
@@ -100,6 +103,7 @@ std::string render_csv(const Results& res) {
     if (ms.empty()) {  // keep the row visible even with nothing measured
       std::vector<std::string> f = lead;
       f.resize(head.size());
+      f.back() = device;
       line(out, f);
     }
     for (const Measurement* m : ms) {
@@ -130,7 +134,7 @@ std::string render_csv(const Results& res) {
       f.insert(f.end(),
                {boolean(m->checked), m->checked ? boolean(m->correct()) : "", max_abs, worst,
                 checks, std::to_string(m->peak_mem_bytes), std::to_string(m->extra_mem_bytes),
-                to_string(m->config), m->config_source, m->includes});
+                to_string(m->config), m->config_source, m->includes, device});
       line(out, f);
     }
   }
