@@ -90,6 +90,8 @@ TEST_CASE("pool: every row once, in plan order, rows handed out longest first", 
   CHECK(r.plan->total == static_cast<int>(s.plan.items.size()));
   CHECK(r.env.gpu == "Fake GPU");
   CHECK(r.env.command_line == s.opts.command_line);
+  REQUIRE_FALSE(rec.logs.empty());
+  CHECK_THAT(rec.logs[0], Catch::StartsWith("0: worker started, pid "));
   for (const Row& row : r.rows) {
     REQUIRE(row.ffpa);
     CHECK(row.ffpa->status == Status::skipped);  // the double measures nothing
@@ -146,6 +148,9 @@ TEST_CASE("pool: a worker killed with SIGKILL fails its row, the others run the 
     CHECK(row.device.index >= 0);
   }
   CHECK(failed == 1);
+  CHECK(std::count_if(rec.logs.begin(), rec.logs.end(), [](const std::string& l) {
+          return l.find("worker killed by signal 9") != std::string::npos;
+        }) == 1);
 }
 
 TEST_CASE("pool: a lost CUDA context ends its worker after the row it reports", "[workers]") {
@@ -227,6 +232,8 @@ TEST_CASE("pool: a worker that cannot start leaves its rows to the others", "[wo
   bad.program = "/nonexistent/ffpa-worker";
   Recorder rec;
   const Results r = run_pool(s.plan, s.opts, {0}, bad, rec);
+  REQUIRE(rec.logs.size() == 1);
+  CHECK_THAT(rec.logs[0], Catch::Contains("cannot start /nonexistent/ffpa-worker"));
   REQUIRE(r.rows.size() == s.plan.items.size());
   for (const Row& row : r.rows) CHECK_FALSE(row.ffpa);
 }

@@ -181,6 +181,8 @@ class Pool {
       w.state = Worker::State::gone;
       w.error = "cannot start " + launch.program + ": " + std::strerror(err);
       obs_.on_log(device, w.error);
+    } else {
+      obs_.on_log(device, fmt::format("worker started, pid {}", w.pid));
     }
     workers_.push_back(std::move(w));
   }
