@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "gpu/cuda.hpp"
 #include "plan/plan.hpp"
 #include "plan/shard.hpp"
 #include "report/results_json.hpp"
@@ -236,4 +237,22 @@ TEST_CASE("pool: a worker that cannot start leaves its rows to the others", "[wo
   CHECK_THAT(rec.logs[0], Catch::Contains("cannot start /nonexistent/ffpa-worker"));
   REQUIRE(r.rows.size() == s.plan.items.size());
   for (const Row& row : r.rows) CHECK_FALSE(row.ffpa);
+}
+
+TEST_CASE("pool: ffpa-bench's own worker without a GPU says why and ends", "[workers]") {
+  if (gpu::device_count() > 0) {
+    WARN("a GPU is present: the worker would measure; covered by the GPU check in README");
+    return;
+  }
+  Setup s;
+  WorkerLaunch real = s.launch;
+  real.program = FFPA_BENCH_BIN;
+  Recorder rec;
+  const Results r = run_pool(s.plan, s.opts, {0}, real, rec);
+  REQUIRE(r.rows.size() == s.plan.items.size());
+  REQUIRE(rec.logs.size() >= 2);
+  CHECK_THAT(rec.logs[1], Catch::StartsWith("0: no usable GPU"));
+  const Measurement& m = r.rows[0].baselines.at(0);
+  CHECK(m.status == Status::skipped);
+  CHECK_THAT(m.reason, Catch::Contains("not run: no worker left (last: cuda:0 no usable GPU"));
 }
