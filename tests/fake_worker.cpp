@@ -32,19 +32,8 @@ int env_int(const char* name) {
 }
 
 Row row_of(const PlanItem& item, int device) {
-  Row r;
-  const Problem& p = item.problem;
-  r.plan_index = item.index;
+  Row r = make_row(item);
   r.device = {"fake-host", device};
-  r.case_name = p.case_name;
-  r.pass = item.pass;
-  r.dtype = p.dtype;
-  r.shape = p.shape;
-  r.causal = p.causal;
-  r.mask = p.mask;
-  r.mask_dtype = p.mask_dtype;
-  r.dropout = p.dropout;
-  r.flops = item.flops;
   Measurement m;
   m.impl = "test-double";
   m.kind = "ffpa";

@@ -184,7 +184,7 @@ TEST_CASE("longest_first orders by FLOPs, ties in plan order", "[shard]") {
   }
 }
 
-TEST_CASE("--shard and --devices on the command line", "[shard][cli]") {
+TEST_CASE("command line: --shard and --devices", "[shard][cli]") {
   const Options o = options("configs/smoke.json", {"--shard", "2/5", "--devices", "0,3"});
   CHECK(o.shard == 2);
   CHECK(o.shards == 5);
@@ -320,6 +320,7 @@ TEST_CASE("merge refuses mixed versions, GPUs, configs and flags unless told", "
           static_cast<size_t>(parts[0].results.plan->total));
   };
   mixed([](Results& r) { r.tool_version = "0.2.0"; }, "/tool_version");
+  mixed([](Results& r) { r.env.git_commit = "0123abc"; }, "/env/git_commit");
   mixed([](Results& r) { r.env.gpu = "NVIDIA A100-SXM4-80GB"; }, "/env/gpu");
   mixed([](Results& r) { r.timing_mode = "hot"; }, "/timing_mode");
   mixed([](Results& r) { r.plan->config_hash = "0000000000000000"; }, "/plan/config_hash");

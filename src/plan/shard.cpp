@@ -52,10 +52,6 @@ void keep_shard(Plan& plan, int index, int count) {
   plan.items = std::move(kept);
 }
 
-}  // namespace ffpa
-
-namespace ffpa {
-
 std::string run_flags(const Options& o) {
   const TimingOptions& t = o.timing;
   auto same = [](const std::string& x) { return x; };

@@ -40,6 +40,7 @@ void check_same(const ResultsFile& first, const ResultsFile& f, bool allow_mixed
     const char* path;
     std::string mine, theirs;
   } fields[] = {{"/tool_version", f.results.tool_version, first.results.tool_version},
+                {"/env/git_commit", f.results.env.git_commit, first.results.env.git_commit},
                 {"/env/gpu", f.results.env.gpu, first.results.env.gpu},
                 {"/timing_mode", f.results.timing_mode, first.results.timing_mode},
                 {"/plan/config_hash", b.config_hash, a.config_hash},

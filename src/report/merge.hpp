@@ -16,9 +16,9 @@ struct ResultsFile {
 
 // Refuses (InputError, exit 2) inputs without a plan record, rows without a plan index, rows of
 // another plan, duplicate rows and missing rows (each listed), and, unless allow_mixed, inputs
-// whose tool version, GPU model, timing mode, config or flags differ from the first one's. The
-// result keeps the first input's environment (shards sorted by number); it is complete when every
-// input is.
+// whose tool version or commit, GPU model, timing mode, config or flags differ from the first
+// one's. The result keeps the first input's environment (shards sorted by number); it is complete
+// when every input is.
 Results merge_results(std::vector<ResultsFile> inputs, bool allow_mixed);
 
 }  // namespace ffpa

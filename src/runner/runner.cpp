@@ -73,22 +73,6 @@ class MemoryWatch {
   int64_t tensors_, base_ = 0;
 };
 
-Row make_row(const PlanItem& item) {
-  Row r;
-  r.plan_index = item.index;
-  const Problem& p = item.problem;
-  r.case_name = p.case_name;
-  r.pass = item.pass;
-  r.dtype = p.dtype;
-  r.shape = p.shape;
-  r.causal = p.causal;
-  r.mask = p.mask;
-  r.mask_dtype = p.mask_dtype;
-  r.dropout = p.dropout;
-  r.flops = item.flops;
-  return r;
-}
-
 class Executor {
  public:
   Executor(const Options& opts, const gpu::DeviceInfo& dev, RunObserver& obs)
@@ -358,7 +342,28 @@ std::string version_string(int v) {
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
 
+std::string host_name() {
+  char host[256] = {};
+  return gethostname(host, sizeof host - 1) == 0 ? host : "";
+}
+
 }  // namespace
+
+Row make_row(const PlanItem& item) {
+  Row r;
+  r.plan_index = item.index;
+  const Problem& p = item.problem;
+  r.case_name = p.case_name;
+  r.pass = item.pass;
+  r.dtype = p.dtype;
+  r.shape = p.shape;
+  r.causal = p.causal;
+  r.mask = p.mask;
+  r.mask_dtype = p.mask_dtype;
+  r.dropout = p.dropout;
+  r.flops = item.flops;
+  return r;
+}
 
 void exempt(const std::vector<Op::Unchecked>& unchecked, std::vector<TensorCheck>& checks) {
   for (const Op::Unchecked& u : unchecked)
@@ -491,8 +496,7 @@ Environment describe_environment(const gpu::DeviceInfo& dev, const Registry& reg
   env.build_flags = build_flags();
   env.command_line = opts.command_line;
   env.started_at = utc_now();
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) == 0) env.host = host;
+  env.host = host_name();
   return env;
 }
 
@@ -501,9 +505,7 @@ struct Session::Impl {
       : exec(opts, dev, obs),
         variants(selected_variants(reg, opts.variants)),
         baselines(selected_baselines(reg, opts.baseline)) {
-    device.index = dev.ordinal;
-    char host[256] = {};
-    if (gethostname(host, sizeof host - 1) == 0) device.host = host;
+    device = {host_name(), dev.ordinal};
   }
   Executor exec;
   std::vector<Variant*> variants;

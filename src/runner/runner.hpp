@@ -38,6 +38,9 @@ std::vector<Baseline*> selected_baselines(const Registry&, BaselineMode);
 // Variants selected by --variant (all when empty); throws InputError for an unknown name.
 std::vector<Variant*> selected_variants(const Registry&, const std::vector<std::string>& names);
 
+// The row of a plan item before anything is measured: its problem, plan index and FLOPs.
+Row make_row(const PlanItem&);
+
 // Environment of this process: GPU, clocks, driver, runtime, cuDNN loaded, build, command line.
 Environment describe_environment(const gpu::DeviceInfo&, const Registry&, const Options&);
 

@@ -89,19 +89,8 @@ void make_pipe(int fds[2]) {
 }
 
 Row unrun_row(const PlanItem& item, int device, Status status, const std::string& reason) {
-  Row r;
-  const Problem& p = item.problem;
-  r.plan_index = item.index;
+  Row r = make_row(item);
   r.device.index = device;
-  r.case_name = p.case_name;
-  r.pass = item.pass;
-  r.dtype = p.dtype;
-  r.shape = p.shape;
-  r.causal = p.causal;
-  r.mask = p.mask;
-  r.mask_dtype = p.mask_dtype;
-  r.dropout = p.dropout;
-  r.flops = item.flops;
   Measurement m;
   m.impl = "all";
   m.status = status;
