@@ -29,16 +29,21 @@ done
 sort -n "$tmp/slurm" | cmp -s - "$tmp/whole" || fail "Slurm shards do not partition the plan"
 
 # Kubernetes: the Indexed Job's command and environment, run once per completion index.
-python3 - tools/k8s/ffpa-bench-shards.yaml >"$tmp/k8s" <<'PY'
+python3 - tools/k8s/ffpa-bench-shards.yaml tools/k8s/ffpa-bench-merge.yaml >"$tmp/k8s" <<'PY'
 import shlex, sys, yaml
 job = yaml.safe_load(open(sys.argv[1]))
+merge = yaml.safe_load(open(sys.argv[2]))["spec"]["template"]["spec"]["containers"][0]
 spec = job["spec"]
 c = spec["template"]["spec"]["containers"][0]
 env = {e["name"]: e["value"] for e in c["env"]}
 assert spec["completionMode"] == "Indexed", "not an Indexed Job"
 assert spec["completions"] == int(env["FFPA_SHARDS"]), "completions != FFPA_SHARDS"
+assert spec["parallelism"] <= spec["completions"], "parallelism > completions"
+assert merge["command"][-1] == env["FFPA_OUT"], "the merge Job reads another directory"
+# The image holds the repository at workingDir; here it is the current directory.
+command = [a.replace(c["workingDir"] + "/", "./", 1) for a in c["command"]]
 print(spec["completions"])
-print(shlex.join(c["command"]))
+print(shlex.join(command))
 PY
 n=$(sed -n 1p "$tmp/k8s")
 command=$(sed -n 2p "$tmp/k8s")
