@@ -10,6 +10,7 @@
 //   FAKE_LOSE_ITEM=i       the worker handed plan item i fails it as a lost CUDA context and exits
 //   1 FAKE_TRACE=file        every worker appends "<device> <item>" when it is handed an item
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -66,6 +67,11 @@ int main(int argc, char** argv) {
       if (const char* trace = std::getenv("FAKE_TRACE"))
         std::ofstream(trace, std::ios::app) << device << " " << *index << "\n";
       if (*index == env_int("FAKE_KILL_ITEM")) ::raise(SIGKILL);
+      if (*index == env_int("FAKE_GARBLE_ITEM")) {
+        const char garbled[] = "{\"row\": \n";
+        if (::write(4, garbled, sizeof garbled - 1) < 0) return 1;
+        continue;
+      }
       const PlanItem* item = nullptr;
       for (const PlanItem& it : plan.items)
         if (it.index == *index) item = &it;

@@ -179,6 +179,26 @@ TEST_CASE("pool: a lost CUDA context ends its worker after the row it reports", 
   CHECK(on_victims_device == 1);
 }
 
+TEST_CASE("pool: an unreadable message fails its row and ends that worker", "[workers]") {
+  Setup s;
+  const int victim = longest_first(s.plan)[1];
+  const Env k("FAKE_GARBLE_ITEM", std::to_string(victim));
+  Recorder rec;
+  const Results r = run_pool(s.plan, s.opts, {0, 1}, s.launch, rec);
+  REQUIRE(indices(r) == plan_indices(s.plan));
+  for (const Row& row : r.rows) {
+    if (row.plan_index != victim) {
+      REQUIRE(row.ffpa);
+      CHECK(row.ffpa->reason == "test double: nothing measured");
+      continue;
+    }
+    CHECK_FALSE(row.ffpa);
+    REQUIRE(row.baselines.size() == 1);
+    CHECK(row.baselines[0].status == Status::failed);
+    CHECK_THAT(row.baselines[0].reason, Catch::StartsWith("unreadable message from the worker"));
+  }
+}
+
 TEST_CASE("pool: with its only worker gone the remaining rows say not run", "[workers]") {
   Setup s;
   const int victim = longest_first(s.plan)[2];

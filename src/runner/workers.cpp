@@ -313,23 +313,35 @@ class Pool {
   }
 
   void handle(Worker& w, const std::string& line) {
-    const std::string where = fmt::format("worker cuda:{}", w.device);
-    json msg;
     try {
-      msg = json::parse(line);
-    } catch (const json::parse_error& e) {
-      obs_.on_log(w.device, "unreadable message (" + std::string(e.what()) + "): " + line);
-      return;
+      dispatch_message(w, json::parse(line));
+    } catch (const std::exception& e) {
+      // Same build on both ends: this is a worker gone wrong. Its row fails, it gets no more.
+      const std::string why = "unreadable message from the worker (" + std::string(e.what()) + ")";
+      obs_.on_log(w.device, why);
+      w.error = why;
+      w.leaving = true;
+      stop(w);  // it ends when it next asks for work
+      if (w.state == Worker::State::busy) {
+        Row row = unrun_row(plan_.items[by_index_.at(w.item)], w.device, Status::failed, why);
+        w.state = Worker::State::idle;
+        w.item = -1;
+        finish(std::move(row));
+      }
     }
+  }
+
+  void dispatch_message(Worker& w, const json& msg) {
+    const std::string where = fmt::format("worker cuda:{}", w.device);
     if (msg.contains("hello")) {
-      w.env = env_from_json(msg["hello"], where);
+      w.env = env_from_json(msg.at("hello"), where);
       w.state = Worker::State::waiting;
     } else if (msg.contains("ready")) {
       const bool first = count(Worker::State::idle) + count(Worker::State::busy) == 0;
       w.state = Worker::State::idle;
       if (first) warm_others();
     } else if (msg.contains("row")) {
-      Row row = row_from_json(msg["row"], where);
+      Row row = row_from_json(msg.at("row"), where);
       if (w.state != Worker::State::busy || row.plan_index != w.item) {
         obs_.on_log(w.device, fmt::format("sent row {} while working on {}: ignored",
                                           row.plan_index, w.item));
@@ -339,11 +351,13 @@ class Pool {
       w.item = -1;
       finish(std::move(row));
     } else if (msg.contains("log")) {
-      obs_.on_log(w.device, msg["log"].get<std::string>());
+      obs_.on_log(w.device, msg.at("log").get<std::string>());
     } else if (msg.contains("error")) {
-      w.error = msg["error"].get<std::string>();
+      w.error = msg.at("error").get<std::string>();
       w.leaving = true;
       obs_.on_log(w.device, w.error);
+    } else {
+      throw RunError("unknown message " + msg.dump());
     }
   }
 
