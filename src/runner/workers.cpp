@@ -216,6 +216,7 @@ class Pool {
   }
 
   void send(Worker& w, const json& msg) {
+    if (w.to < 0) return;
     if (!write_all(w.to, msg.dump() + "\n")) {
       // It has ended or is ending; its end of file tells how.
       ::close(w.to);
