@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "reference/reference.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 #include "variants/ffpa_fwd.hpp"
 
 #include <algorithm>

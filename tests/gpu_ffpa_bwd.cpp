@@ -18,7 +18,7 @@
 #include "gpu/cuda.hpp"
 #include "reference/cpu_reference.hpp"
 #include "reference/reference.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 #include "variants/ffpa_bwd.hpp"
 #include "variants/ffpa_bwd_kernel.hpp"
 

@@ -17,7 +17,7 @@
 #include "ffpa_support.hpp"
 #include "gpu/cuda.hpp"
 #include "reference/reference.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 #include "variants/ffpa_bwd_kernel.hpp"
 #include "variants/ffpa_bwd_sm90.hpp"
 #include "variants/ffpa_bwd_sm90_kernel.hpp"

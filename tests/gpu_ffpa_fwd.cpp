@@ -16,7 +16,7 @@
 #include "gpu/cuda.hpp"
 #include "reference/cpu_reference.hpp"
 #include "reference/reference.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 #include "variants/ffpa_fwd.hpp"
 #include "variants/ffpa_fwd_kernel.hpp"
 

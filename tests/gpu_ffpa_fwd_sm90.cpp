@@ -19,7 +19,7 @@
 #include "gpu/cuda.hpp"
 #include "reference/cpu_reference.hpp"
 #include "reference/reference.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 #include "variants/ffpa_fwd_sm90.hpp"
 #include "variants/ffpa_fwd_sm90_kernel.hpp"
 

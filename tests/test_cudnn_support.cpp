@@ -6,9 +6,9 @@
 #include <regex>
 #include <set>
 
-#include "baselines/cudnn.hpp"
+#include "baselines/cudnn/cudnn_sdpa.hpp"
 #include "gpu/cuda.hpp"
-#include "variants/registry.hpp"
+#include "runner/registry.hpp"
 
 using namespace ffpa;
 

@@ -15,11 +15,11 @@
 #include "gpu/nvrtc.hpp"
 #include "reference/reference.hpp"
 #include "runner/save_tensors.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 #include "timing/timer.hpp"
 #include "tuning/cache.hpp"
 #include "tuning/grid.hpp"
-#include "variants/registry.hpp"
+#include "runner/registry.hpp"
 
 namespace ffpa {
 namespace {

@@ -8,7 +8,7 @@
 #include "core/npy.hpp"
 #include "reference/reference.hpp"
 #include "report/results_json.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 
 namespace ffpa {
 namespace fs = std::filesystem;

@@ -1,7 +1,7 @@
 // Variant "ffpa-bwd-sm80": the portable split-D backward (mma.sync), compiled by NVRTC at bind().
 #include "variants/ffpa_bwd.hpp"
 
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 #include "variants/ffpa_bwd_kernel.hpp"
 #include "variants/ffpa_variant.hpp"
 

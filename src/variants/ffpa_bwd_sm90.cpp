@@ -1,7 +1,7 @@
 // Variant "ffpa-bwd-sm90": the Hopper split-D backward (wgmma), compiled by NVRTC at bind().
 #include "variants/ffpa_bwd_sm90.hpp"
 
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 #include "variants/ffpa_bwd_sm90_kernel.hpp"
 #include "variants/ffpa_variant.hpp"
 

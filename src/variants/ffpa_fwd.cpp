@@ -1,7 +1,7 @@
 // Variant "ffpa-fwd-sm80": the portable split-D forward (mma.sync), compiled by NVRTC at bind().
 #include "variants/ffpa_fwd.hpp"
 
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 #include "variants/ffpa_fwd_kernel.hpp"
 #include "variants/ffpa_variant.hpp"
 

@@ -1,7 +1,7 @@
 // Variant "ffpa-fwd-sm90": the Hopper split-D forward (wgmma), compiled by NVRTC at bind().
 #include "variants/ffpa_fwd_sm90.hpp"
 
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 #include "variants/ffpa_fwd_sm90_kernel.hpp"
 #include "variants/ffpa_variant.hpp"
 

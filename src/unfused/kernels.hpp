@@ -1,4 +1,4 @@
-// Pointwise kernels of unfused attention (kernels/unfused.cu), shared by the unfused baseline
+// Pointwise kernels of unfused attention (kernels.cu), shared by the unfused baseline
 // (input dtype) and the GPU reference (fp32 and input dtype). Rows are the flattened
 // [B, Hq, Nq] query rows; score rows live in [rows, ld] buffers, ld a multiple of 8 so every row
 // starts 16-byte aligned.

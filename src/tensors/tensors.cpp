@@ -1,8 +1,8 @@
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 
 #include <cmath>
 
-#include "runner/fill.hpp"
+#include "tensors/fill.hpp"
 
 namespace ffpa {
 namespace {

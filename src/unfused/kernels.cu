@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "baselines/unfused_kernels.hpp"
-#include "elem.cuh"
+#include "unfused/kernels.hpp"
+#include "unfused/elem.cuh"
 #include "gpu/cuda.hpp"
 #include "philox.cuh"
 

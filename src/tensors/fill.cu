@@ -4,7 +4,7 @@
 
 #include "gpu/cuda.hpp"
 #include "philox.cuh"
-#include "runner/fill.hpp"
+#include "tensors/fill.hpp"
 
 namespace ffpa {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "baselines/unfused_kernels.hpp"
+#include "unfused/kernels.hpp"
 
 namespace ffpa {
 

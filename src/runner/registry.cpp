@@ -1,8 +1,8 @@
-#include "variants/registry.hpp"
+#include "runner/registry.hpp"
 
 #include "baselines/unfused.hpp"
 
-#include "baselines/cudnn.hpp"
+#include "baselines/cudnn/cudnn_sdpa.hpp"
 #include "variants/ffpa_bwd.hpp"
 #include "variants/ffpa_bwd_sm90.hpp"
 #include "variants/ffpa_fwd.hpp"

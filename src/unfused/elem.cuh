@@ -4,7 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "baselines/unfused_kernels.hpp"
+#include "unfused/kernels.hpp"
 
 namespace ffpa {
 

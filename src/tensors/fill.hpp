@@ -1,10 +1,10 @@
-// Seeded standard-normal fill (kernels/init.cu): a pure function of (seed, index), so every GPU and
+// Seeded standard-normal fill (fill.cu): a pure function of (seed, index), so every GPU and
 // every run produce the same tensor.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include "baselines/unfused_kernels.hpp"
+#include "unfused/kernels.hpp"
 
 namespace ffpa {
 

@@ -2,7 +2,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "elem.cuh"
+#include "unfused/elem.cuh"
 #include "gpu/cuda.hpp"
 #include "philox.cuh"
 #include "reference/reference_kernels.hpp"

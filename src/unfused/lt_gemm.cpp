@@ -1,4 +1,4 @@
-#include "baselines/lt_gemm.hpp"
+#include "unfused/lt_gemm.hpp"
 
 #include <algorithm>
 #include <string>
