@@ -1,26 +1,24 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine (the H200) over a copy of the tree. Binaries are built on the dev machine
-# (tools/stage.sh) and carried in .carry/. Usage:
-#   tools/device.sh tests [WHICH [FILTER]]  GPU test binaries: WHICH = all or a comma list
-#                                           (ffpa_bwd,cudnn), FILTER = Catch test filter
-#   tools/device.sh bench NAME ARGS...     ffpa-bench ARGS, results under $OUT/NAME
-# Several steps can be chained: tools/device.sh tests -- bench smoke --config configs/smoke.json
-# Logs and results go under $OUT (they come back to the dev machine), one NAME.tgz per bench.
-# Benches share the tuning cache $OUT/tuning.json (it comes back too), seeded from .carry/tuning.json.
-# Kernels compiled here ahead of time (ffpa-bench --compile-only sm_90a with
-# XDG_CACHE_HOME=.cache, packed as .carry/cubins.tgz) are unpacked into the cubin cache.
-# BENCH_TIMEOUT (seconds) stops a bench early: its finished rows still come back. BENCH names
-# another ffpa-bench binary (an experiment build carried beside the normal one).
+# Runs on the GPU machine over a copy of the tree that holds .stage/ (tools/stage.sh: binaries
+# and the kernels compiled ahead). Usage:
+#   tools/gpu-run.sh tests [WHICH [FILTER]]  GPU test binaries: WHICH = all or a comma list
+#                                            (ffpa_bwd,cudnn), FILTER = Catch test filter
+#   tools/gpu-run.sh bench NAME ARGS...     ffpa-bench ARGS, results under $OUT/NAME
+# Several steps can be chained: tools/gpu-run.sh tests -- bench smoke --config configs/smoke.json
+# Logs and results go under $OUT (default gpu-out/), one NAME.tgz per bench, to be copied back.
+# Benches share the tuning cache $OUT/tuning.json, seeded from .stage/tuning.json when present.
+# BENCH_TIMEOUT (seconds) stops a bench early: its finished rows are kept. BENCH names another
+# ffpa-bench binary (an experiment build staged beside the normal one).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BIN=${BIN:-.carry}
-OUT=${OUT:-/tmp/ffpa-out}
+BIN=${BIN:-.stage}
+OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 cudnn_lib=$(python3 -c "import nvidia.cudnn as m; print(m.__path__[0])" 2>/dev/null)/lib
 export LD_LIBRARY_PATH="$cudnn_lib:${LD_LIBRARY_PATH:-}"
 export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$PWD/.cache}
 mkdir -p "$XDG_CACHE_HOME"
-[ -f "$BIN/cubins.tgz" ] && tar -xzf "$BIN/cubins.tgz" -C "$XDG_CACHE_HOME"
+[ -d "$BIN/cache/ffpa-bench" ] && cp -r "$BIN/cache/ffpa-bench" "$XDG_CACHE_HOME/"
 [ -f "$BIN/tuning.json" ] && cp "$BIN/tuning.json" "$OUT/tuning.json"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
   --format=csv >"$OUT/nvidia-smi.csv" 2>&1
@@ -48,7 +46,7 @@ while [ $# -gt 0 ]; do
         --tuning-cache "$OUT/tuning.json" >"$OUT/$name.stdout" 2>"$OUT/$name.log"
       r=$?; [ $r -eq 0 ] || rc=1
       echo "exit $r"; tail -n 40 "$OUT/$name.stdout"
-      # The device tool returns at most 8 files: one archive per run (results, stdout, log).
+      # One archive per run (results, stdout, log): one file to copy back.
       tar -czf "$OUT/$name.tgz" -C "$OUT" "$name" "$name.stdout" "$name.log" &&
         rm -rf "${OUT:?}/$name" "$OUT/$name.stdout" "$OUT/$name.log" ;;
     *) echo "unknown step $step"; exit 2 ;;
