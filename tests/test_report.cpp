@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "report/chart.hpp"
 #include "report/csv.hpp"
 #include "report/format.hpp"

@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <vector>
 
+#include "core/files.hpp"
 #include "core/npy.hpp"
 #include "reference/reference.hpp"
-#include "report/results_json.hpp"
 #include "tensors/tensors.hpp"
 
 namespace ffpa {

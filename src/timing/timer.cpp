@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/clock.hpp"
 #include "timing/kernels.hpp"
 
 namespace ffpa {
@@ -55,14 +56,6 @@ std::string nvidia_driver_version() {
   if (!n.error.empty() || !n.driver || n.driver(buf, sizeof buf) != 0) return {};
   return buf;
 }
-
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 SmClock::SmClock(int ordinal) {
   const Nvml& n = nvml();

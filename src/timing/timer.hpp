@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.hpp"
 #include "core/results.hpp"
 #include "gpu/cuda.hpp"
+#include "timing/options.hpp"
 #include "timing/stats.hpp"
 
 namespace ffpa {
