@@ -4,7 +4,7 @@
 
 #include "reference/reference.hpp"
 #include "tensors/tensors.hpp"
-#include "variants/ffpa_fwd.hpp"
+#include "variants/ffpa_fwd_sm80.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -19,8 +19,7 @@
 #include "reference/cpu_reference.hpp"
 #include "reference/reference.hpp"
 #include "tensors/tensors.hpp"
-#include "variants/ffpa_bwd.hpp"
-#include "variants/ffpa_bwd_kernel.hpp"
+#include "variants/ffpa_bwd_sm80.hpp"
 
 using namespace ffpa;
 using namespace ffpa::test;

@@ -18,9 +18,8 @@
 #include "gpu/cuda.hpp"
 #include "reference/reference.hpp"
 #include "tensors/tensors.hpp"
-#include "variants/ffpa_bwd_kernel.hpp"
+#include "variants/ffpa_bwd_sm80.hpp"
 #include "variants/ffpa_bwd_sm90.hpp"
-#include "variants/ffpa_bwd_sm90_kernel.hpp"
 
 using namespace ffpa;
 using namespace ffpa::test;

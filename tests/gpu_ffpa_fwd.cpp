@@ -17,8 +17,7 @@
 #include "reference/cpu_reference.hpp"
 #include "reference/reference.hpp"
 #include "tensors/tensors.hpp"
-#include "variants/ffpa_fwd.hpp"
-#include "variants/ffpa_fwd_kernel.hpp"
+#include "variants/ffpa_fwd_sm80.hpp"
 
 using namespace ffpa;
 using namespace ffpa::test;

@@ -14,7 +14,6 @@
 #include "gpu/cuda.hpp"
 #include "tensors/tensors.hpp"
 #include "variants/ffpa_fwd_sm90ws.hpp"
-#include "variants/ffpa_fwd_sm90ws_kernel.hpp"
 
 using namespace ffpa;
 using namespace ffpa::test;

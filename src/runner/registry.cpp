@@ -5,9 +5,9 @@
 #include "baselines/cudnn/cudnn_sdpa.hpp"
 #include "baselines/unfused.hpp"
 #include "core/error.hpp"
-#include "variants/ffpa_bwd.hpp"
+#include "variants/ffpa_bwd_sm80.hpp"
 #include "variants/ffpa_bwd_sm90.hpp"
-#include "variants/ffpa_fwd.hpp"
+#include "variants/ffpa_fwd_sm80.hpp"
 #include "variants/ffpa_fwd_sm90.hpp"
 #include "variants/ffpa_fwd_sm90ws.hpp"
 

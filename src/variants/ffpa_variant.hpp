@@ -1,7 +1,6 @@
-// What the two ffpa kernel families (ffpa_fwd_kernel.*, ffpa_bwd_kernel.*) share: knob tables,
-// feature codes, NVRTC defines, the resource check, tensor alignment and the spill refusal; and
-// FfpaVariant, the Variant over one family, which keeps only the family's name, pass, and
-// functions in its traits.
+// What the FFPA kernel families (src/variants/ffpa_*.cpp) share: knob tables, feature codes,
+// NVRTC defines, the resource check, tensor alignment and the spill refusal; and FfpaVariant, the
+// Variant over one family, made from the traits struct at the end of the family's .cpp.
 #pragma once
 
 #include <algorithm>

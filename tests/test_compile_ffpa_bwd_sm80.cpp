@@ -6,8 +6,7 @@
 #include "gpu/nvrtc.hpp"
 #include "support.hpp"
 #include "tuning/grid.hpp"
-#include "variants/ffpa_bwd.hpp"
-#include "variants/ffpa_bwd_kernel.hpp"
+#include "variants/ffpa_bwd_sm80.hpp"
 
 using namespace ffpa;
 using test::compile_problem;

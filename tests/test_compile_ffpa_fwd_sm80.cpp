@@ -10,8 +10,7 @@
 #include "runner/runner.hpp"
 #include "support.hpp"
 #include "tuning/grid.hpp"
-#include "variants/ffpa_fwd.hpp"
-#include "variants/ffpa_fwd_kernel.hpp"
+#include "variants/ffpa_fwd_sm80.hpp"
 
 using namespace ffpa;
 using test::compile_problem;

@@ -10,7 +10,6 @@
 #include "support.hpp"
 #include "tuning/grid.hpp"
 #include "variants/ffpa_bwd_sm90.hpp"
-#include "variants/ffpa_bwd_sm90_kernel.hpp"
 
 using namespace ffpa;
 using test::compile_problem;

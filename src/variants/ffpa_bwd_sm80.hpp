@@ -74,3 +74,10 @@ std::unique_ptr<Op> make_op(const Problem&, const nvrtc::Compiled& comp, const c
                             const gpu::DeviceInfo&, int cluster = 1);
 
 }  // namespace ffpa::bwd
+
+namespace ffpa {
+
+// The "ffpa-bwd-sm80" variant over this kernel (listed in runner/registry.cpp).
+std::unique_ptr<Variant> make_ffpa_bwd_sm80();
+
+}  // namespace ffpa

@@ -71,3 +71,10 @@ std::unique_ptr<Op> bind(const Problem&, const Config&, const FfpaFwdParams& par
                          const gpu::DeviceInfo&);
 
 }  // namespace ffpa::fwd
+
+namespace ffpa {
+
+// The "ffpa-fwd-sm80" variant over this kernel (listed in runner/registry.cpp).
+std::unique_ptr<Variant> make_ffpa_fwd_sm80();
+
+}  // namespace ffpa

@@ -8,7 +8,6 @@
 #include "support.hpp"
 #include "tuning/grid.hpp"
 #include "variants/ffpa_fwd_sm90.hpp"
-#include "variants/ffpa_fwd_sm90_kernel.hpp"
 
 using namespace ffpa;
 using test::compile_problem;
