@@ -37,7 +37,7 @@ void expect_close(const Problem& pr, std::optional<fwd90::Config> cfg = std::nul
   const fwd90::Config c = cfg ? *cfg : fwd90::default_config(pr);
   expect_forward_close(
       pr, to_string(c.knobs()), [&](const FfpaFwdParams& p, const gpu::DeviceInfo& dev) {
-        REQUIRE(fwd90::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).empty());
+        REQUIRE(fwd90::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).ok());
         return fwd90::bind(pr, c, p, dev);
       });
 }

@@ -19,7 +19,7 @@ void compile_clean(const bwd::Config& c, const bwd::Features& f, const std::stri
   INFO("D=" << f.D << " " << to_string(c.knobs()) << " " << arch << " causal=" << f.causal
             << " bias=" << f.bias << " dbias=" << f.dbias << " dropout=" << f.dropout
             << " bf16=" << f.bf16);
-  REQUIRE(bwd::check(c, f.D, 227 * 1024).empty());
+  REQUIRE(bwd::check(c, f.D, 227 * 1024).ok());
   const nvrtc::Compiled comp = bwd::compile(c, f, arch);
   test::check_clean(comp, {"ffpa_bwd_pre_kernel", "ffpa_bwd_kernel", "ffpa_bwd_convert_kernel"});
   CHECK(bwd::accumulator_registers(c, f.D) < comp.info.at("ffpa_bwd_kernel").registers);
@@ -29,28 +29,28 @@ void compile_clean(const bwd::Config& c, const bwd::Features& f, const std::stri
 
 TEST_CASE("bwd configuration checks reject what cannot fit", "[nvrtc][bwd]") {
   bwd::Config c;
-  CHECK(bwd::check(c, 512, 227 * 1024).empty());
+  CHECK(bwd::check(c, 512, 227 * 1024).ok());
   c.Br = 32;
   c.Wr = 2;
   c.Bc = 64;  // dK + dV: 4 blocks x 64 = 256 registers
-  CHECK_THAT(bwd::check(c, 512, 227 * 1024), Catch::Contains("registers"));
+  CHECK_THAT(bwd::check(c, 512, 227 * 1024).reason, Catch::Contains("registers"));
   c = {};
   c.Br = 128;  // resident Q + dO: 2 x 128 x 512 x 2 bytes
-  CHECK_THAT(bwd::check(c, 512, 227 * 1024), Catch::Contains("shared memory"));
+  CHECK_THAT(bwd::check(c, 512, 227 * 1024).reason, Catch::Contains("shared memory"));
   c = {};
-  CHECK_THAT(bwd::check(c, 1024, 227 * 1024), Catch::Contains("shared memory"));
+  CHECK_THAT(bwd::check(c, 1024, 227 * 1024).reason, Catch::Contains("shared memory"));
   c = {};
   c.Br = 48;
-  CHECK_THAT(bwd::check(c, 512, 227 * 1024), Catch::Contains("multiple of 16*Wr"));
+  CHECK_THAT(bwd::check(c, 512, 227 * 1024).reason, Catch::Contains("multiple of 16*Wr"));
   c = {};
   c.Wr = 3;
-  CHECK_THAT(bwd::check(c, 512, 227 * 1024), Catch::Contains("multiple of Wr"));
+  CHECK_THAT(bwd::check(c, 512, 227 * 1024).reason, Catch::Contains("multiple of Wr"));
   c = {};
   c.Kd = 96;
-  CHECK_THAT(bwd::check(c, 512, 227 * 1024), Catch::Contains("Kd"));
+  CHECK_THAT(bwd::check(c, 512, 227 * 1024).reason, Catch::Contains("Kd"));
   c = {};
   c.Bc = 24;
-  CHECK_THAT(bwd::check(c, 512, 227 * 1024), Catch::Contains("Bc"));
+  CHECK_THAT(bwd::check(c, 512, 227 * 1024).reason, Catch::Contains("Bc"));
 }
 
 TEST_CASE("bwd default configurations compile for sm_80 and sm_90a without spills",

@@ -20,7 +20,7 @@ namespace {
 nvrtc::Compiled compile_clean(const bwd90::Config& c, const bwd::Features& f) {
   INFO("D=" << f.D << " " << to_string(c.knobs()) << (f.bf16 ? " bf16" : " fp16")
             << " causal=" << f.causal);
-  REQUIRE(bwd90::check(c, f.D, 227 * 1024).empty());
+  REQUIRE(bwd90::check(c, f.D, 227 * 1024).ok());
   const nvrtc::Compiled comp = bwd90::compile(c, f);
   test::check_clean(comp,
                     {"ffpa_bwd_pre_kernel", "ffpa_bwd_sm90_kernel", "ffpa_bwd_convert_kernel"});
@@ -138,30 +138,30 @@ TEST_CASE("bwd90 bias and dBias compile clean", "[nvrtc][bwd90]") {
 TEST_CASE("bwd90 configuration checks", "[bwd90]") {
   const int smem = 227 * 1024;
   bwd90::Config c;
-  for (int D : {64, 320, 512}) CHECK(bwd90::check(c, D, smem).empty());
+  for (int D : {64, 320, 512}) CHECK(bwd90::check(c, D, smem).ok());
   CHECK(bwd90::smem_bytes(c, 512) <= smem);
-  CHECK_THAT(bwd90::check(c, 520, smem), Catch::Contains("at most 512"));
+  CHECK_THAT(bwd90::check(c, 520, smem).reason, Catch::Contains("at most 512"));
   c.panels = 3;
-  CHECK_THAT(bwd90::check(c, 512, smem), Catch::Contains("must divide 4"));
-  CHECK(bwd90::check(c, 320, smem).empty());
+  CHECK_THAT(bwd90::check(c, 512, smem).reason, Catch::Contains("must divide 4"));
+  CHECK(bwd90::check(c, 320, smem).ok());
   c.panels = 0;
-  CHECK_THAT(bwd90::check(c, 320, smem), Catch::Contains("must divide"));
+  CHECK_THAT(bwd90::check(c, 320, smem).reason, Catch::Contains("must divide"));
   c = {};
-  CHECK_THAT(bwd90::check(c, 512, 99 * 1024), Catch::Contains("shared memory"));
+  CHECK_THAT(bwd90::check(c, 512, 99 * 1024).reason, Catch::Contains("shared memory"));
   c.split = 1;  // the second P^T/dS^T set: exactly the 227 KB of the H200 at D = 512
   CHECK(bwd90::smem_bytes(c, 512) == smem);
-  CHECK(bwd90::check(c, 512, smem).empty());
+  CHECK(bwd90::check(c, 512, smem).ok());
   c.split = 2;
-  CHECK_THAT(bwd90::check(c, 512, smem), Catch::Contains("split is 0 or 1"));
+  CHECK_THAT(bwd90::check(c, 512, smem).reason, Catch::Contains("split is 0 or 1"));
   c.split = 1;
   c.pair = 1;
-  CHECK_THAT(bwd90::check(c, 512, smem), Catch::Contains("pair needs split=0"));
+  CHECK_THAT(bwd90::check(c, 512, smem).reason, Catch::Contains("pair needs split=0"));
   c.split = 0;
-  CHECK(bwd90::check(c, 512, smem).empty());
+  CHECK(bwd90::check(c, 512, smem).ok());
   c.dqbuf = 3;
-  CHECK_THAT(bwd90::check(c, 512, smem), Catch::Contains("dqbuf is 1 or 2"));
+  CHECK_THAT(bwd90::check(c, 512, smem).reason, Catch::Contains("dqbuf is 1 or 2"));
   for (int D = 8; D <= 512; D += 8)
-    CHECK(bwd90::check(bwd90::default_config(compile_problem(D)), D, smem).empty());
+    CHECK(bwd90::check(bwd90::default_config(compile_problem(D)), D, smem).ok());
 }
 
 TEST_CASE("variant ffpa-bwd-sm90: grid file, support surface", "[bwd90]") {

@@ -19,7 +19,7 @@ namespace {
 
 void compile_clean(const fwd::Config& c, const fwd::Features& f, const std::string& arch) {
   INFO("D=" << f.D << " " << to_string(c.knobs()) << " " << arch);
-  REQUIRE(fwd::check(c, f.D, 227 * 1024).empty());
+  REQUIRE(fwd::check(c, f.D, 227 * 1024).ok());
   const nvrtc::Compiled comp = fwd::compile(c, f, arch);
   test::check_clean(comp, {"ffpa_fwd_kernel"});
   CHECK(fwd::accumulator_registers(c, f.D) < comp.info.at("ffpa_fwd_kernel").registers);
@@ -51,16 +51,16 @@ TEST_CASE("ptxas -v output is parsed per kernel", "[nvrtc]") {
 
 TEST_CASE("configuration checks reject what cannot fit", "[nvrtc]") {
   fwd::Config c;
-  CHECK(fwd::check(c, 512, 227 * 1024).empty());
+  CHECK(fwd::check(c, 512, 227 * 1024).ok());
   c.Wn = 2;  // O would be 32 rows x 256 columns a warp: 256 registers
-  CHECK_THAT(fwd::check(c, 512, 227 * 1024), Catch::Contains("registers"));
+  CHECK_THAT(fwd::check(c, 512, 227 * 1024).reason, Catch::Contains("registers"));
   c = {};
   c.Br = 256;
   c.Wm = 4;
-  CHECK_THAT(fwd::check(c, 1024, 227 * 1024), Catch::Contains("shared memory"));
+  CHECK_THAT(fwd::check(c, 1024, 227 * 1024).reason, Catch::Contains("shared memory"));
   c = {};
   c.Br = 48;
-  CHECK_THAT(fwd::check(c, 512, 227 * 1024), Catch::Contains("multiple of 16*Wm"));
+  CHECK_THAT(fwd::check(c, 512, 227 * 1024).reason, Catch::Contains("multiple of 16*Wm"));
 }
 
 TEST_CASE("default configurations compile for sm_80 and sm_90a without spills", "[nvrtc]") {

@@ -17,7 +17,7 @@ namespace {
 nvrtc::Compiled compile_clean(const fwd90::Config& c, const fwd::Features& f) {
   INFO("D=" << f.D << " " << to_string(c.knobs()) << (f.bf16 ? " bf16" : " fp16")
             << " causal=" << f.causal << " bias=" << f.bias << " dropout=" << f.dropout);
-  REQUIRE(fwd90::check(c, f.D, 227 * 1024).empty());
+  REQUIRE(fwd90::check(c, f.D, 227 * 1024).ok());
   const nvrtc::Compiled comp = fwd90::compile(c, f);
   test::check_clean(comp, {"ffpa_fwd_sm90_kernel"});
   INFO(comp.log);
@@ -48,34 +48,35 @@ TEST_CASE("sm90 default configurations compile without spills or wgmma serializa
 TEST_CASE("sm90 configuration checks", "[nvrtc]") {
   const int smem = 227 * 1024;
   fwd90::Config c;
-  for (int D : {64, 320, 512}) CHECK(fwd90::check(c, D, smem).empty());
-  CHECK_THAT(fwd90::check(c, 520, smem), Catch::Contains("at most 512"));
-  CHECK_THAT(fwd90::check(c, 1024, smem), Catch::Contains("at most 512"));
+  for (int D : {64, 320, 512}) CHECK(fwd90::check(c, D, smem).ok());
+  CHECK_THAT(fwd90::check(c, 520, smem).reason, Catch::Contains("at most 512"));
+  CHECK_THAT(fwd90::check(c, 1024, smem).reason, Catch::Contains("at most 512"));
   c.Bc = 96;
-  CHECK_THAT(fwd90::check(c, 512, smem), Catch::Contains("64 or 128"));
+  CHECK_THAT(fwd90::check(c, 512, smem).reason, Catch::Contains("64 or 128"));
   c = {};
   c.stages = 2;
-  CHECK_THAT(fwd90::check(c, 512, smem), Catch::Contains("at least 3"));
+  CHECK_THAT(fwd90::check(c, 512, smem).reason, Catch::Contains("at least 3"));
   c.stages = 9;  // 1024 + 64 KB Q + 9 x 16 KB + 32 KB
-  CHECK_THAT(fwd90::check(c, 512, smem), Catch::Contains("shared memory"));
+  CHECK_THAT(fwd90::check(c, 512, smem).reason, Catch::Contains("shared memory"));
   c.stages = 8;
-  CHECK(fwd90::check(c, 512, smem).empty());
+  CHECK(fwd90::check(c, 512, smem).ok());
   c.stages = 4;
   c.panels = 3;  // 4 panels a half at D=512
-  CHECK_THAT(fwd90::check(c, 512, smem), Catch::Contains("must divide 4"));
+  CHECK_THAT(fwd90::check(c, 512, smem).reason, Catch::Contains("must divide 4"));
   c.panels = 2;
-  CHECK(fwd90::check(c, 512, smem).empty());
+  CHECK(fwd90::check(c, 512, smem).ok());
   c.stages = 5;  // 5 x 32 KB slots
-  CHECK_THAT(fwd90::check(c, 512, smem), Catch::Contains("shared memory"));
+  CHECK_THAT(fwd90::check(c, 512, smem).reason, Catch::Contains("shared memory"));
   c = {};
   c.Bc = 128;  // O 128 + S 64 + P 32 registers
   c.stages = 3;
-  CHECK_THAT(fwd90::check(c, 512, smem), Catch::Contains("registers"));
-  CHECK_THAT(fwd90::check(c, 320, smem), Catch::Contains("registers"));  // ptxas spills there
-  CHECK(fwd90::check(c, 128, smem).empty());
+  CHECK_THAT(fwd90::check(c, 512, smem).reason, Catch::Contains("registers"));
+  CHECK_THAT(fwd90::check(c, 320, smem).reason,
+             Catch::Contains("registers"));  // ptxas spills there
+  CHECK(fwd90::check(c, 128, smem).ok());
   // Every default fits the H200 at every D it accepts.
   for (int D = 8; D <= 512; D += 8)
-    CHECK(fwd90::check(fwd90::default_config(compile_problem(D)), D, smem).empty());
+    CHECK(fwd90::check(fwd90::default_config(compile_problem(D)), D, smem).ok());
 }
 
 TEST_CASE("variant ffpa-fwd-sm90: grid file, support surface", "[nvrtc]") {

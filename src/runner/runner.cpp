@@ -246,7 +246,7 @@ class Executor {
         continue;
       }
       try {
-        auto op = v.bind(p, k, t);
+        auto op = v.bind(p, k, t, dev_);
         if (!search) {
           best_op = std::move(op);
           best_knobs = k;

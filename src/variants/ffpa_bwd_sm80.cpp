@@ -142,21 +142,22 @@ int accumulator_registers(const Config& c, int D) {
   return blocks_per_warp(c, D) * (c.Bc / 16) * 16 + slice;
 }
 
-std::string check(const Config& c, int D, int smem_limit) {
+Support check(const Config& c, int D, int smem_limit) {
   auto s = [](int v) { return std::to_string(v); };
   if (c.Br <= 0 || c.Bc <= 0 || c.warps <= 0 || c.Wr <= 0 || c.Kd <= 0)
-    return "knobs must be positive";
-  if (c.threads() > 1024) return s(c.threads()) + " threads exceed 1024";
-  if (c.warps % 2 || (c.warps / 2) % c.Wr) return "warps must be even and warps/2 a multiple of Wr";
+    return Support::no("knobs must be positive");
+  if (c.threads() > 1024) return Support::no(s(c.threads()) + " threads exceed 1024");
+  if (c.warps % 2 || (c.warps / 2) % c.Wr)
+    return Support::no("warps must be even and warps/2 a multiple of Wr");
   const int wc = c.warps / 2 / c.Wr;
-  if (c.Br % (16 * c.Wr)) return "Br=" + s(c.Br) + " is not a multiple of 16*Wr";
-  if (c.Bc % 16) return "Bc must be a multiple of 16";
+  if (c.Br % (16 * c.Wr)) return Support::no("Br=" + s(c.Br) + " is not a multiple of 16*Wr");
+  if (c.Bc % 16) return Support::no("Bc must be a multiple of 16");
   if (c.Bc % wc || (c.Bc / wc) % 8)
-    return "Bc/(warps/2/Wr) must be a multiple of 8 (phase-1 key columns of a warp)";
-  if (c.Kd % 64) return "Kd must be a multiple of 64 (swizzled 64-column tiles)";
-  if (padded_d(D, c.Kd) / c.Kd > 16) return "more than 16 D chunks (raise Kd)";
+    return Support::no("Bc/(warps/2/Wr) must be a multiple of 8 (phase-1 key columns of a warp)");
+  if (c.Kd % 64) return Support::no("Kd must be a multiple of 64 (swizzled 64-column tiles)");
+  if (padded_d(D, c.Kd) / c.Kd > 16) return Support::no("more than 16 D chunks (raise Kd)");
   if ((c.Br / c.Wr / 16) * (c.Bc / wc / 8) * 4 > 64)
-    return "phase-1 slice of a warp too large for the dropout keep bits (64)";
+    return Support::no("phase-1 slice of a warp too large for the dropout keep bits (64)");
   return check_resources(smem_bytes(c, D), smem_limit, c.threads(),
                          accumulator_registers(c, D) + kRegisterOverhead);
 }
@@ -174,8 +175,8 @@ nvrtc::Compiled compile(const Config& c, const Features& f, const std::string& a
 }
 
 nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
-  if (auto why = check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin); !why.empty())
-    throw Unsupported(why);
+  if (Support s = check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin); !s.ok())
+    throw Unsupported(s.reason);
   nvrtc::Compiled comp = compile(c, Features::of(pr), fwd::target_arch(dev));
   refuse_spills(comp, "ffpa_bwd_kernel");
   return comp;

@@ -45,8 +45,8 @@ Config default_config(const Problem&);
 int smem_bytes(const Config&, int D);
 // fp32 registers a thread holds for dK, dV and the phase-1 S/dP slice: the part that grows.
 int accumulator_registers(const Config&, int D);
-// Empty when the configuration can run D on a device of this shared-memory limit.
-std::string check(const Config&, int D, int smem_limit);
+// Whether the configuration can run D on a device of this shared-memory limit.
+Support check(const Config&, int D, int smem_limit);
 
 std::vector<std::string> nvrtc_options(const Config&, const Features&);
 // Compiles (or reads from the cubin cache) for arch ("sm_80", "sm_90a").

@@ -28,12 +28,13 @@ constexpr Knob<Config> kKnobs[] = {{"panels", &Config::panels},
                                    {"pair", &Config::pair},
                                    {"dqbuf", &Config::dqbuf}};
 
-std::string problem_check(const Problem& pr) {
+Support problem_check(const Problem& pr) {
   const int64_t D = pr.shape.D;
   if (D > kMaxD)
-    return "D=" + std::to_string(D) + ": ffpa-bwd-sm90 keeps dK and dV in registers, D must be " +
-           "at most " + std::to_string(kMaxD);
-  return {};
+    return Support::no("D=" + std::to_string(D) +
+                       ": ffpa-bwd-sm90 keeps dK and dV in registers, D must be " + "at most " +
+                       std::to_string(kMaxD));
+  return Support::yes();
 }
 
 const std::vector<std::string>& knob_names() {
@@ -71,20 +72,21 @@ int accumulator_registers(const Config& c, int D) {
   return padded(D) / 4 + 32 * (c.dqbuf == 2 && padded(D) / 128 >= 3 ? 2 : 1);
 }
 
-std::string check(const Config& c, int D, int smem_limit) {
+Support check(const Config& c, int D, int smem_limit) {
   auto s = [](int v) { return std::to_string(v); };
   if (D % 8 || D > kMaxD)
-    return "D=" + s(D) +
-           ": ffpa-bwd-sm90 keeps dK and dV in registers, D must be a multiple of 8, at most " +
-           s(kMaxD);
-  if (c.split != 0 && c.split != 1) return "split is 0 or 1";
-  if (c.pair != 0 && c.pair != 1) return "pair is 0 or 1";
-  if (c.dqbuf != 1 && c.dqbuf != 2) return "dqbuf is 1 or 2";
+    return Support::no(
+        "D=" + s(D) +
+        ": ffpa-bwd-sm90 keeps dK and dV in registers, D must be a multiple of 8, at most " +
+        s(kMaxD));
+  if (c.split != 0 && c.split != 1) return Support::no("split is 0 or 1");
+  if (c.pair != 0 && c.pair != 1) return Support::no("pair is 0 or 1");
+  if (c.dqbuf != 1 && c.dqbuf != 2) return Support::no("dqbuf is 1 or 2");
   if (c.pair && c.split)
-    return "pair needs split=0 (it borrows the block-synchronous exchange buffer)";
+    return Support::no("pair needs split=0 (it borrows the block-synchronous exchange buffer)");
   if (c.panels < 1 || (padded(D) / 128) % c.panels)
-    return "panels=" + s(c.panels) + " must divide " + s(padded(D) / 128) +
-           " (the 64-column panels of a warpgroup's half of D)";
+    return Support::no("panels=" + s(c.panels) + " must divide " + s(padded(D) / 128) +
+                       " (the 64-column panels of a warpgroup's half of D)");
   return check_resources(smem_bytes(c, D), smem_limit, Config::threads(),
                          accumulator_registers(c, D) + kRegisterOverhead);
 }
@@ -103,10 +105,10 @@ nvrtc::Compiled compile(const Config& c, const bwd::Features& f) {
 }
 
 nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
-  if (auto why = needs_sm90(dev); !why.empty()) throw Unsupported(why);
-  if (auto why = problem_check(pr); !why.empty()) throw Unsupported(why);
+  if (Support s = needs_sm90(dev); !s.ok()) throw Unsupported(s.reason);
+  if (Support s = problem_check(pr); !s.ok()) throw Unsupported(s.reason);
   const int D = static_cast<int>(pr.shape.D);
-  if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
+  if (Support s = check(c, D, dev.smem_per_block_optin); !s.ok()) throw Unsupported(s.reason);
   nvrtc::Compiled comp = compile(c, bwd::Features::of(pr));
   refuse_spills(comp, "ffpa_bwd_sm90_kernel");
   return comp;

@@ -34,15 +34,15 @@ struct Config {
 constexpr int kMaxD = 512;  // dK and dV (D x 32 fp32 a warpgroup each) live in registers
 
 // Empty when the kernel handles the problem: D a multiple of 8 up to 512.
-std::string problem_check(const Problem&);
+Support problem_check(const Problem&);
 
 const std::vector<std::string>& knob_names();
 Config default_config(const Problem&);
 int smem_bytes(const Config&, int D);
 // Accumulator registers per thread (dK, dV, and dQ's chunk), the part that grows with D.
 int accumulator_registers(const Config&, int D);
-// Empty when the configuration can run D on a device of this shared-memory limit.
-std::string check(const Config&, int D, int smem_limit);
+// Whether the configuration can run D on a device of this shared-memory limit.
+Support check(const Config&, int D, int smem_limit);
 
 std::vector<std::string> nvrtc_options(const Config&, const bwd::Features&);
 // Compiles (or reads from the cubin cache) for sm_90a.

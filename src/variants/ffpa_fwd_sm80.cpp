@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/error.hpp"
+#include "ffpa_fwd_sm80_layout.h"
 #include "tensors/tensors.hpp"
 #include "variants/ffpa_variant.hpp"
 
@@ -62,10 +63,11 @@ class FwdOp : public Op {
 
 }  // namespace
 
+// The grid file's spelling; the kernel reads each as FFPA_<NAME> (splits: the host resolves it).
 constexpr Knob<Config> kKnobs[] = {{"Br", &Config::Br},        {"Bc", &Config::Bc},
                                    {"Wm", &Config::Wm},        {"Wn", &Config::Wn},
                                    {"Kd", &Config::Kd},        {"stages", &Config::stages},
-                                   {"private", &Config::priv}, {"splits", &Config::splits}};
+                                   {"private", &Config::priv}, {"splits", &Config::splits, false}};
 
 const std::vector<std::string>& knob_names() {
   static const std::vector<std::string> names = ffpa_family::knob_names(kKnobs);
@@ -103,9 +105,7 @@ Config default_config(const Problem& pr) {
 }
 
 int smem_bytes(const Config& c, int D) {
-  const int stage = c.Bc * c.Kd * 2 * (c.priv ? c.Wm : 1);
-  return c.Br * padded_d(D, c.Kd) * 2 + c.stages * stage + c.Br * c.Bc * 2 + c.Wn * c.Br * 4 +
-         c.Br * 8;
+  return ffpa_layout::fwd_sm80_layout(D, c.Br, c.Bc, c.Wm, c.Wn, c.Kd, c.stages, c.priv).total;
 }
 
 int accumulator_registers(const Config& c, int D) {
@@ -113,20 +113,21 @@ int accumulator_registers(const Config& c, int D) {
   return rw * padded_d(D, c.Kd) / c.Wn / 32 + rw * c.Bc / 64 + rw * (c.Bc / c.Wn) / 32;
 }
 
-std::string check(const Config& c, int D, int smem_limit) {
+Support check(const Config& c, int D, int smem_limit) {
   auto s = [](int v) { return std::to_string(v); };
   if (c.Br <= 0 || c.Bc <= 0 || c.Wm <= 0 || c.Wn <= 0 || c.Kd <= 0 || c.splits < 0)
-    return "knobs must be positive";
-  if (c.threads() > 1024) return s(c.threads()) + " threads exceed 1024";
-  if (c.Br % (16 * c.Wm)) return "Br=" + s(c.Br) + " is not a multiple of 16*Wm";
-  if (c.Bc % 64 || c.Kd % 64) return "Bc and Kd must be multiples of 64 (swizzled 64-col tiles)";
-  if ((c.Bc / c.Wn) % 16) return "Bc/Wn must be a multiple of 16";
-  if ((c.Kd / c.Wn) % 16) return "Kd/Wn must be a multiple of 16";
-  if (c.stages < 2) return "stages must be at least 2";
-  if (c.priv != 0 && c.priv != 1) return "private is 0 or 1";
+    return Support::no("knobs must be positive");
+  if (c.threads() > 1024) return Support::no(s(c.threads()) + " threads exceed 1024");
+  if (c.Br % (16 * c.Wm)) return Support::no("Br=" + s(c.Br) + " is not a multiple of 16*Wm");
+  if (c.Bc % 64 || c.Kd % 64)
+    return Support::no("Bc and Kd must be multiples of 64 (swizzled 64-col tiles)");
+  if ((c.Bc / c.Wn) % 16) return Support::no("Bc/Wn must be a multiple of 16");
+  if ((c.Kd / c.Wn) % 16) return Support::no("Kd/Wn must be a multiple of 16");
+  if (c.stages < 2) return Support::no("stages must be at least 2");
+  if (c.priv != 0 && c.priv != 1) return Support::no("private is 0 or 1");
   // Slices of 16 and 32 columns are the ones verified on the GPU.
   if (c.priv && (c.Kd / c.Wn > 32 || (c.Bc * c.Kd / 8 / c.Wn) % 32))
-    return "private slices need Kd/Wn <= 32 and whole 16-byte granules per lane";
+    return Support::no("private slices need Kd/Wn <= 32 and whole 16-byte granules per lane");
   return check_resources(smem_bytes(c, D), smem_limit, c.threads(),
                          accumulator_registers(c, D) + kRegisterOverhead);
 }
@@ -143,12 +144,15 @@ int resolve_splits(const Config& c, const Problem& pr, int sm_count) {
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const Features& f) {
-  const auto d = define;
-  return {d("FFPA_D", f.D),           d("FFPA_BR", c.Br),        d("FFPA_BC", c.Bc),
-          d("FFPA_WM", c.Wm),         d("FFPA_WN", c.Wn),        d("FFPA_CW", c.Kd),
-          d("FFPA_STAGES", c.stages), d("FFPA_PRIVATE", c.priv), d("FFPA_BF16", f.bf16),
-          d("FFPA_CAUSAL", f.causal), d("FFPA_BIAS", f.bias),    d("FFPA_DROPOUT", f.dropout),
-          d("FFPA_SPLIT", f.split)};
+  std::vector<std::string> o = knob_defines(kKnobs, c);
+  for (const auto& [name, v] : {std::pair<const char*, int>{"FFPA_D", f.D},
+                                {"FFPA_BF16", f.bf16},
+                                {"FFPA_CAUSAL", f.causal},
+                                {"FFPA_BIAS", f.bias},
+                                {"FFPA_DROPOUT", f.dropout},
+                                {"FFPA_SPLIT", f.split}})
+    o.push_back(define(name, v));
+  return o;
 }
 
 nvrtc::Compiled compile(const Config& c, const Features& f, const std::string& arch) {
@@ -161,7 +165,7 @@ std::string target_arch(const gpu::DeviceInfo& d) {
 
 nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
   const int D = static_cast<int>(pr.shape.D);
-  if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
+  if (Support s = check(c, D, dev.smem_per_block_optin); !s.ok()) throw Unsupported(s.reason);
   Features f = Features::of(pr);
   f.split = resolve_splits(c, pr, dev.sm_count) > 1;
   nvrtc::Compiled comp = compile(c, f, target_arch(dev));

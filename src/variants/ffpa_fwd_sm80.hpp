@@ -49,8 +49,8 @@ Config default_config(const Problem&);
 int smem_bytes(const Config&, int D);
 // Accumulator registers per thread (O + P fragments + S), the part that grows with the config.
 int accumulator_registers(const Config&, int D);
-// Empty when the configuration can run D on a device of this shared-memory limit.
-std::string check(const Config&, int D, int smem_limit);
+// Whether the configuration can run D on a device of this shared-memory limit.
+Support check(const Config&, int D, int smem_limit);
 // The resolved split count for a problem on a device of `sm_count` multiprocessors.
 int resolve_splits(const Config&, const Problem&, int sm_count);
 

@@ -51,12 +51,13 @@ constexpr Knob<Config> kKnobs[] = {{"Bc", &Config::Bc},
                                    {"panels", &Config::panels},
                                    {"psmem", &Config::psmem}};
 
-std::string problem_check(const Problem& pr) {
+Support problem_check(const Problem& pr) {
   const int64_t D = pr.shape.D;
   if (D > kMaxD)
-    return "D=" + std::to_string(D) + ": ffpa-fwd-sm90 keeps O in registers, D must be at most " +
-           std::to_string(kMaxD);
-  return {};
+    return Support::no("D=" + std::to_string(D) +
+                       ": ffpa-fwd-sm90 keeps O in registers, D must be at most " +
+                       std::to_string(kMaxD));
+  return Support::yes();
 }
 
 const std::vector<std::string>& knob_names() {
@@ -106,17 +107,19 @@ int accumulator_registers(const Config& c, int D) {
   return padded(D) / 4 + c.Bc / 2 + (c.psmem ? 0 : c.Bc / 4);
 }
 
-std::string check(const Config& c, int D, int smem_limit) {
+Support check(const Config& c, int D, int smem_limit) {
   auto s = [](int v) { return std::to_string(v); };
-  if (c.Bc != 64 && c.Bc != 128) return "Bc must be 64 or 128";
-  if (c.stages < 3) return "stages must be at least 3 (one slot in use, one draining, one loading)";
-  if (c.psmem != 0 && c.psmem != 1) return "psmem is 0 or 1";
+  if (c.Bc != 64 && c.Bc != 128) return Support::no("Bc must be 64 or 128");
+  if (c.stages < 3)
+    return Support::no("stages must be at least 3 (one slot in use, one draining, one loading)");
+  if (c.psmem != 0 && c.psmem != 1) return Support::no("psmem is 0 or 1");
   if (c.panels < 1 || (padded(D) / 128) % c.panels)
-    return "panels=" + s(c.panels) + " must divide " + s(padded(D) / 128) +
-           " (the 64-column panels of a warpgroup's half of D)";
+    return Support::no("panels=" + s(c.panels) + " must divide " + s(padded(D) / 128) +
+                       " (the 64-column panels of a warpgroup's half of D)");
   if (D % 8 || D > kMaxD)
-    return "D=" + s(D) +
-           ": ffpa-fwd-sm90 keeps O in registers, D must be a multiple of 8, at most " + s(kMaxD);
+    return Support::no("D=" + s(D) +
+                       ": ffpa-fwd-sm90 keeps O in registers, D must be a multiple of 8, at most " +
+                       s(kMaxD));
   return check_resources(smem_bytes(c, D), smem_limit, Config::threads(),
                          accumulator_registers(c, D) + kRegisterOverhead);
 }
@@ -142,10 +145,10 @@ nvrtc::Compiled compile(const Config& c, const fwd::Features& f) {
 }
 
 nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
-  if (auto why = needs_sm90(dev); !why.empty()) throw Unsupported(why);
-  if (auto why = problem_check(pr); !why.empty()) throw Unsupported(why);
+  if (Support s = needs_sm90(dev); !s.ok()) throw Unsupported(s.reason);
+  if (Support s = problem_check(pr); !s.ok()) throw Unsupported(s.reason);
   const int D = static_cast<int>(pr.shape.D);
-  if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
+  if (Support s = check(c, D, dev.smem_per_block_optin); !s.ok()) throw Unsupported(s.reason);
   const fwd::Features f = fwd::Features::of(pr);
   if (const int smem = block_smem(c, f); smem > dev.smem_per_block_optin)
     throw Unsupported("needs " + std::to_string(smem) +

@@ -31,8 +31,8 @@ struct Config {
 
 constexpr int kMaxD = 512;  // O (64 x D/2 fp32 a warpgroup) lives in registers
 
-// Empty when the kernel handles the problem's D: a multiple of 8 up to 512.
-std::string problem_check(const Problem&);
+// Whether the kernel handles the problem's D: a multiple of 8 up to 512.
+Support problem_check(const Problem&);
 
 const std::vector<std::string>& knob_names();
 Config default_config(const Problem&);
@@ -42,8 +42,8 @@ int smem_bytes(const Config&, int D);
 int block_smem(const Config&, const fwd::Features&);
 // Accumulator registers per thread (O, S, P fragments), the part that grows with the config.
 int accumulator_registers(const Config&, int D);
-// Empty when the configuration can run D on a device of this shared-memory limit.
-std::string check(const Config&, int D, int smem_limit);
+// Whether the configuration can run D on a device of this shared-memory limit.
+Support check(const Config&, int D, int smem_limit);
 
 std::vector<std::string> nvrtc_options(const Config&, const fwd::Features&);
 // Compiles (or reads from the cubin cache) for sm_90a.

@@ -55,17 +55,18 @@ class Fwd90wsOp : public Op {
 
 constexpr Knob<Config> kKnobs[] = {{"slots", &Config::slots}, {"cluster", &Config::cluster}};
 
-std::string problem_check(const Problem& pr) {
+Support problem_check(const Problem& pr) {
   const auto& s = pr.shape;
   auto n = [](int64_t v) { return std::to_string(v); };
   if (s.D < kMinD || s.D > kMaxD)
-    return "D=" + n(s.D) + ": ffpa-fwd-sm90ws needs " + n(kMinD) + ".." + n(kMaxD) +
-           " (O split over two consumers, in registers)";
-  if (pr.mask != MaskKind::none) return "additive bias: not in ffpa-fwd-sm90ws yet";
-  if (pr.dropout > 0) return "dropout: not in ffpa-fwd-sm90ws yet";
+    return Support::no("D=" + n(s.D) + ": ffpa-fwd-sm90ws needs " + n(kMinD) + ".." + n(kMaxD) +
+                       " (O split over two consumers, in registers)");
+  if (pr.mask != MaskKind::none) return Support::no("additive bias: not in ffpa-fwd-sm90ws yet");
+  if (pr.dropout > 0) return Support::no("dropout: not in ffpa-fwd-sm90ws yet");
   if (s.group() * s.Nq < 128)
-    return "fewer than 128 query rows per kv head (decode): the split-KV kernels fill the GPU";
-  return {};
+    return Support::no(
+        "fewer than 128 query rows per kv head (decode): the split-KV kernels fill the GPU");
+  return Support::yes();
 }
 
 const std::vector<std::string>& knob_names() {
@@ -97,12 +98,13 @@ int smem_bytes(const Config& c, int D) {
          2 * 64 * 4 + 2 * c.slots * 8;
 }
 
-std::string check(const Config& c, int D, int smem_limit) {
+Support check(const Config& c, int D, int smem_limit) {
   auto s = [](int v) { return std::to_string(v); };
-  if (c.cluster != 1 && c.cluster != 2) return "cluster is 1 or 2";
-  if (c.slots < 4) return "slots must be at least 4 (two in flight per consumer)";
+  if (c.cluster != 1 && c.cluster != 2) return Support::no("cluster is 1 or 2");
+  if (c.slots < 4) return Support::no("slots must be at least 4 (two in flight per consumer)");
   if (D % 8 || D < kMinD || D > kMaxD)
-    return "D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) + ".." + s(kMaxD);
+    return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
+                       ".." + s(kMaxD));
   // Registers are set by setmaxnreg (consumers 240, producer 24); ptxas reports any spill.
   return check_resources(smem_bytes(c, D), smem_limit, Config::threads(), 0);
 }
@@ -119,10 +121,10 @@ nvrtc::Compiled compile(const Config& c, const fwd::Features& f) {
 }
 
 nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
-  if (auto why = needs_sm90(dev); !why.empty()) throw Unsupported(why);
-  if (auto why = problem_check(pr); !why.empty()) throw Unsupported(why);
+  if (Support s = needs_sm90(dev); !s.ok()) throw Unsupported(s.reason);
+  if (Support s = problem_check(pr); !s.ok()) throw Unsupported(s.reason);
   const int D = static_cast<int>(pr.shape.D);
-  if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
+  if (Support s = check(c, D, dev.smem_per_block_optin); !s.ok()) throw Unsupported(s.reason);
   if (c.cluster > 1 && pr.causal != Causal::none)
     throw Unsupported("cluster=" + std::to_string(c.cluster) +
                       ": the CTAs of a cluster share the key stream, causal blocks differ in "

@@ -31,13 +31,13 @@ constexpr int kMinD = 72;   // two O panels: one per consumer
 constexpr int kMaxD = 512;  // O (64 x D/2 fp32 a consumer) lives in registers
 
 // Empty when the kernel handles the problem: D, features (no bias, no dropout), enough query rows.
-std::string problem_check(const Problem&);
+Support problem_check(const Problem&);
 
 const std::vector<std::string>& knob_names();
 Config default_config(const Problem&);
 int smem_bytes(const Config&, int D);
-// Empty when the configuration can run D on a device of this shared-memory limit.
-std::string check(const Config&, int D, int smem_limit);
+// Whether the configuration can run D on a device of this shared-memory limit.
+Support check(const Config&, int D, int smem_limit);
 
 std::vector<std::string> nvrtc_options(const Config&, const fwd::Features&);
 nvrtc::Compiled compile(const Config&, const fwd::Features&);
