@@ -60,11 +60,7 @@ class ConsoleObserver : public RunObserver {
   ConsoleObserver(fs::path json, bool write_json)
       : json_(std::move(json)), write_json_(write_json) {}
   void on_item(int index, int total, const PlanItem& item, double elapsed, double eta) override {
-    const std::string what =
-        fmt::format("{} {} {} D={} N={}/{}", item.problem.case_name, to_string(item.pass),
-                    to_string(item.problem.dtype), item.problem.shape.D, item.problem.shape.Nq,
-                    item.problem.shape.Nkv);
-    std::cerr << progress_line(index + 1, total, elapsed, eta, what) << std::endl;
+    std::cerr << progress_line(index + 1, total, elapsed, eta, item_name(item)) << std::endl;
   }
   void on_row(const Results& partial) override {
     if (write_json_) write_results_atomic(json_, partial);

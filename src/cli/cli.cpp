@@ -253,6 +253,9 @@ std::optional<Options> parse_run(Options o, std::vector<std::string> args) {
   auto* verbose = flag(app, "-v,--verbose", "more output (repeatable)");
   app.add_option("--save-tensors", o.save_tensors, "dump inputs/outputs as .npy into DIR")
       ->type_name("DIR");
+  auto* profile = flag(app, "--profile",
+                       "launch each implementation once, inside NVTX ranges, for nsys or ncu "
+                       "(no search, check or repeats)");
   cold->excludes(hot);
   check->excludes(no_check);
   fwd->excludes(no_fwd);
@@ -325,6 +328,17 @@ std::optional<Options> parse_run(Options o, std::vector<std::string> args) {
          "unknown arch \"" + o.compile_only + "\" (valid: " + join(gpu::known_archs()) + ")");
   if (!jobs.empty()) o.jobs = static_cast<int>(integer(jobs, "--jobs", 1, 1024));
   o.verbose = static_cast<int>(verbose->count());
+  if (*profile) {
+    if (o.tune != TuneMode::none)
+      fail("--profile",
+           "launches each implementation once and cannot search: drop --tune " + to_string(o.tune));
+    if (*check)
+      fail("--profile",
+           "runs without the correctness check (its launches would be profiled "
+           "too): drop --check");
+    o.profile = true;
+    o.check = false;
+  }
   return o;
 }
 

@@ -94,10 +94,11 @@ std::string render_dry_run(const Plan& plan, const Registry& reg) {
   const TimingOptions& t = run.timing;
   out += fmt::format(
       "Settings: tune {}, baseline {}, timing {} (min {} samples, noise {}%, min {} s, timeout {} "
-      "s), check {}, tuning cache {}{}\n\n",
+      "s), check {}, tuning cache {}{}{}\n\n",
       to_string(run.tune), to_string(run.baseline), t.cold ? "cold" : "hot", t.min_samples,
       t.max_noise, t.min_time, t.timeout, run.check ? "on" : "off", run.tuning_cache,
-      run.save_tensors.empty() ? "" : ", tensors saved to " + run.save_tensors);
+      run.save_tensors.empty() ? "" : ", tensors saved to " + run.save_tensors,
+      run.profile ? ", profile (one launch per implementation)" : "");
   out +=
       "| # | case | pass | dtype | shape | features | GFLOP | tensors MiB | baseline extra MiB | "
       "runs |\n";

@@ -56,6 +56,13 @@ std::vector<const CaseSpec*> select_cases(const PlanRequest& o, const CaseFile& 
 
 }  // namespace
 
+std::string item_name(const PlanItem& item) {
+  const Problem& p = item.problem;
+  return p.case_name + " " + to_string(item.pass) + " " + to_string(p.dtype) +
+         " D=" + std::to_string(p.shape.D) + " N=" + std::to_string(p.shape.Nq) + "/" +
+         std::to_string(p.shape.Nkv);
+}
+
 int64_t tensor_bytes(const Problem& p, Pass pass) {
   const Shape& s = p.shape;
   const int64_t e = dtype_bytes(p.dtype);

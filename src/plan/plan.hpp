@@ -37,6 +37,9 @@ struct RunSettings {
   std::string tuning_cache;  // empty: default_tuning_cache_path(), resolved by make_plan
   int jobs = 0;              // compiler threads, 0: one per core
   int verbose = 0;
+  // One launch per implementation, inside NVTX ranges, for a profiler (nsys, ncu): no search, no
+  // correctness check, no warmup or repeats.
+  bool profile = false;
   std::string command_line;  // as typed, recorded in the results
 };
 
@@ -52,6 +55,9 @@ struct Plan {
   std::vector<PlanItem> items;
   RunSettings settings;
 };
+
+// How progress lines and NVTX ranges name an item: "self-attn fwd bf16 D=512 N=8192/8192".
+std::string item_name(const PlanItem&);
 
 // Bytes of the tensors the tool allocates for one pass: q, k, v, o, lse and the bias, plus dO,
 // dq, dk, dv and dbias for the backward.

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/paths.hpp"
 #include "gpu/nvrtc.hpp"
+#include "gpu/nvtx.hpp"
 #include "reference/reference.hpp"
 #include "runner/save_tensors.hpp"
 #include "tensors/tensors.hpp"
@@ -95,6 +96,7 @@ class Executor {
 
   Row run_item(const PlanItem& item, const std::vector<Variant*>& variants,
                const std::vector<Baseline*>& baselines) {
+    const gpu::Range range(item_name(item));
     Row row = make_row(item);
     save_pending_ = !opts_.save_tensors.empty();
     std::unique_ptr<AttnTensors> tensors;
@@ -193,6 +195,18 @@ class Executor {
   void check_and_time(Op& op, const PlanItem& item, AttnTensors& t, const Reference* ref,
                       Measurement& m) {
     const cudaStream_t s = timer_.stream();
+    const std::string launch_name =
+        m.impl + (m.config.empty() ? "" : " [" + to_string(m.config) + "]");
+    const auto launch = [&](cudaStream_t st) {
+      const gpu::Range range(launch_name);
+      op.launch(st);
+    };
+    if (opts_.profile) {
+      // One launch, nothing around it: the profiler's capture of this row is exactly this.
+      m.timing = timer_.once(launch);
+      finish(op, item, m, nullptr);
+      return;
+    }
     poison_outputs(t, item.pass, s);
     op.launch(s);
     gpu::check_launch(m.impl.c_str());
@@ -206,7 +220,11 @@ class Executor {
       log(0, "saved tensors to " + save_tensors(opts_.save_tensors, t, item.pass, m.impl));
       save_pending_ = false;
     }
-    m.timing = timer_.measure([&](cudaStream_t st) { op.launch(st); });
+    m.timing = timer_.measure(launch);
+    finish(op, item, m, ref);
+  }
+
+  static void finish(const Op& op, const PlanItem& item, Measurement& m, const Reference* ref) {
     m.tflops = item.flops / (m.timing.median_ms * 1e9);
     m.extra_mem_bytes = op.extra_bytes();
     m.includes = op.includes();
@@ -215,6 +233,7 @@ class Executor {
   }
 
   Measurement run_variant(Variant& v, const PlanItem& item, AttnTensors& t, const Reference* ref) {
+    const gpu::Range range(v.name());
     Measurement m;
     m.impl = v.name();
     m.kind = "ffpa";
@@ -245,6 +264,7 @@ class Executor {
         reject(k, fit.reason);
         continue;
       }
+      const gpu::Range config_range(v.name() + " [" + to_string(k) + "]");
       try {
         auto op = v.bind(p, k, t, dev_);
         if (!search) {
@@ -287,6 +307,7 @@ class Executor {
 
   Measurement run_baseline(Baseline& b, const PlanItem& item, AttnTensors& t,
                            const Reference* ref) {
+    const gpu::Range range(b.name());
     Measurement m;
     m.impl = b.name();
     m.kind = "baseline";
@@ -440,7 +461,7 @@ Results run_plan(const Plan& plan, const gpu::DeviceInfo& dev, Registry& reg, Ru
   Results results;
   results.tool_version = tool_version();
   results.env = describe_environment(dev, reg, opts.command_line);
-  results.timing_mode = opts.timing.cold ? "cold" : "hot";
+  results.timing_mode = opts.profile ? "profile" : opts.timing.cold ? "cold" : "hot";
   const auto variants = selected_variants(reg, opts.variants);
   const auto baselines = selected_baselines(reg, opts.baseline);
 

@@ -158,6 +158,19 @@ TimingStats Timer::measure(const std::function<void(cudaStream_t)>& launch) {
   return summarize(samples, default_clock_mhz_, why);
 }
 
+TimingStats Timer::once(const std::function<void(cudaStream_t)>& launch) {
+  const cudaStream_t s = stream_.get();
+  events_[0]->record(s);
+  launch(s);
+  gpu::check_launch("profiled launch");
+  events_[1]->record(s);
+  const unsigned mhz = clock_.read();
+  stream_.sync();
+  SampleSet samples;
+  samples.add(events_[1]->since(*events_[0]), mhz);
+  return summarize(samples, default_clock_mhz_, StopReason::cap);
+}
+
 void Timer::sample_cold(const std::function<void(cudaStream_t)>& launch, SampleSet& samples) {
   const cudaStream_t s = stream_.get();
   timing_kernels::flush(flush_buf_, flush_bytes_, ++flush_salt_, s);
