@@ -40,7 +40,7 @@ std::string file_stem(const std::string& gpu) {
   return "ffpa_" + s;
 }
 
-// Markdown, CSV and chart next to the results JSON; returns the markdown for stdout.
+// Markdown, CSV and charts next to the results JSON; returns the markdown for stdout.
 std::string write_reports(const Results& r, BaselineMode baseline, const ReportOptions& o,
                           const fs::path& dir) {
   fs::create_directories(dir);
@@ -48,10 +48,7 @@ std::string write_reports(const Results& r, BaselineMode baseline, const ReportO
   const std::string md = render_markdown(r, baseline);
   if (o.wants("md")) write_file_atomic(dir / (stem + "_speedup.md"), md);
   if (o.wants("csv")) write_file_atomic(dir / (stem + "_results.csv"), render_csv(r));
-  if (o.wants("png")) {
-    write_chart_png(dir / (stem + "_speedup.png"), r);
-    write_chart_svg(dir / (stem + "_speedup.svg"), r);
-  }
+  if (o.wants("png")) write_charts(dir, stem, r);
   return md;
 }
 
