@@ -53,7 +53,8 @@ class Fwd90wsOp : public Op {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {{"slots", &Config::slots}, {"cluster", &Config::cluster}};
+constexpr Knob<Config> kKnobs[] = {
+    {"slots", &Config::slots}, {"cluster", &Config::cluster}, {"psmem", &Config::psmem}};
 
 Support problem_check(const Problem& pr) {
   const auto& s = pr.shape;
@@ -61,8 +62,6 @@ Support problem_check(const Problem& pr) {
   if (s.D < kMinD || s.D > kMaxD)
     return Support::no("D=" + n(s.D) + ": ffpa-fwd-sm90ws needs " + n(kMinD) + ".." + n(kMaxD) +
                        " (O split over two consumers, in registers)");
-  if (pr.mask != MaskKind::none) return Support::no("additive bias: not in ffpa-fwd-sm90ws yet");
-  if (pr.dropout > 0) return Support::no("dropout: not in ffpa-fwd-sm90ws yet");
   if (s.group() * s.Nq < 128)
     return Support::no(
         "fewer than 128 query rows per kv head (decode): the split-KV kernels fill the GPU");
@@ -87,8 +86,9 @@ Config default_config(const Problem& pr) {
   const int D = static_cast<int>(pr.shape.D);
   // The deepest ring that fits the H200's 227 KB beside Q and the two P tiles.
   while (c.slots > 4 && smem_bytes(c, D) > 227 * 1024) --c.slots;
-  // The two CTAs of a cluster walk the same key blocks: causal blocks see different counts.
-  if (pr.causal != Causal::none) c.cluster = 1;
+  // cluster = 2 (K/V multicast) ran at a third of cluster = 1's speed on the H200
+  // (docs/notes/ffpa_fwd_sm90ws.md): one CTA per query block until that is understood.
+  (void)pr;
   return c;
 }
 
@@ -101,6 +101,7 @@ int smem_bytes(const Config& c, int D) {
 Support check(const Config& c, int D, int smem_limit) {
   auto s = [](int v) { return std::to_string(v); };
   if (c.cluster != 1 && c.cluster != 2) return Support::no("cluster is 1 or 2");
+  if (c.psmem != 0 && c.psmem != 1) return Support::no("psmem is 0 or 1");
   if (c.slots < 4) return Support::no("slots must be at least 4 (two in flight per consumer)");
   if (D % 8 || D < kMinD || D > kMaxD)
     return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
@@ -110,10 +111,14 @@ Support check(const Config& c, int D, int smem_limit) {
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const fwd::Features& f) {
-  const auto d = define;
-  return {d("FFPA_D", f.D),       d("FFPA_SLOTS", c.slots),   d("FFPA_CLUSTER", c.cluster),
-          d("FFPA_BF16", f.bf16), d("FFPA_CAUSAL", f.causal), d("FFPA_BIAS", 0),
-          d("FFPA_DROPOUT", 0)};
+  std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_SLOTS, FFPA_CLUSTER, FFPA_PSMEM
+  for (const auto& [name, v] : {std::pair<const char*, int>{"FFPA_D", f.D},
+                                {"FFPA_BF16", f.bf16},
+                                {"FFPA_CAUSAL", f.causal},
+                                {"FFPA_BIAS", f.bias},
+                                {"FFPA_DROPOUT", f.dropout}})
+    o.push_back(define(name, v));
+  return o;
 }
 
 nvrtc::Compiled compile(const Config& c, const fwd::Features& f) {
@@ -170,8 +175,7 @@ struct Fwd90ws {
   static constexpr auto default_config = fwd90ws::default_config;
   static constexpr auto check = fwd90ws::check;
   static constexpr auto compile = fwd90ws::compile_for;
-  static constexpr auto problem_check =
-      fwd90ws::problem_check;  // 72 <= D <= 512, no bias or dropout
+  static constexpr auto problem_check = fwd90ws::problem_check;  // 72 <= D <= 512, 128+ rows
   static constexpr auto device_check = ffpa_family::needs_sm90;
   static std::unique_ptr<Op> bind(const Problem& p, const Config& c, AttnTensors& t,
                                   const gpu::DeviceInfo& d) {
