@@ -250,7 +250,7 @@ TEST_CASE("compile-only names a known arch; jobs is a positive count", "[cli]") 
   expect_error({"--jobs", "0"}, "--jobs", "");
 }
 
-TEST_CASE("--profile launches once: no search, no check", "[cli]") {
+TEST_CASE("profile mode launches once: no search, no check", "[cli]") {
   const Options o = run({"--profile", "--case", "causal"});
   CHECK(o.profile);
   CHECK_FALSE(o.check);
