@@ -12,7 +12,7 @@ import glob
 import struct
 import sys
 
-NAMES = {".strtab", ".symtab", ".nv.global.init", ".rel.nv.constant4"}
+NAMES = {".strtab", ".symtab", ".nv.global.init", ".rel.nv.constant4", ".rela.nv.constant4"}
 
 
 def sections(path):
