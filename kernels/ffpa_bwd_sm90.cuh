@@ -1,7 +1,7 @@
 // Split-D flash-attention backward for Hopper (sm_90a): warpgroup MMA (wgmma), compiled at run time
 // by NVRTC. Device code only: no standard headers. Launched as ffpa_bwd.cuh's three kernels are:
 // ffpa_bwd_pre_kernel and ffpa_bwd_convert_kernel (ffpa_bwd_aux.cuh) around ffpa_bwd_sm90_kernel.
-// The configuration comes in as macros (src/variants/ffpa_bwd_sm90_kernel.cpp sets them):
+// The configuration comes in as macros (src/variants/ffpa_bwd_sm90.cpp sets them):
 //   FFPA_D       head dim (multiple of 8, at most 512)
 //   FFPA_PPG     64-column panels of each half of D per Q/dO cp.async group (divides DP / 128):
 //                phase 1 waits for (and meets at a barrier on) each group

@@ -1,6 +1,6 @@
 // Warp-specialized flash-attention forward for Hopper (sm_90a): a TMA producer warpgroup and two
 // consumer warpgroups that split the key blocks for QK and the columns of O for PV. Compiled at
-// run time by NVRTC; the configuration comes in as macros (src/variants/ffpa_fwd_sm90ws_kernel.cpp
+// run time by NVRTC; the configuration comes in as macros (src/variants/ffpa_fwd_sm90ws.cpp
 // sets them):
 //   FFPA_D        head dim (multiple of 8, 72..512)
 //   FFPA_SLOTS    8 KB slots of the K/V ring

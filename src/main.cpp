@@ -11,7 +11,9 @@
 
 #include "cli/listing.hpp"
 #include "cli/options.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/paths.hpp"
 #include "gpu/nvrtc.hpp"
 #include "plan/plan.hpp"
@@ -23,6 +25,7 @@
 #include "report/progress.hpp"
 #include "report/results_json.hpp"
 #include "runner/runner.hpp"
+#include "tuning/cache.hpp"
 
 namespace fs = std::filesystem;
 using namespace ffpa;
@@ -31,27 +34,21 @@ namespace {
 
 constexpr int kExitNoGpu = 3;
 
-bool wants(const Options& o, const std::string& format) {
-  return std::find(o.formats.begin(), o.formats.end(), format) != o.formats.end();
-}
-
 std::string file_stem(const std::string& gpu) {
   std::string s;
   for (char c : gpu) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return "ffpa_" + s;
 }
 
-// Markdown, CSV and chart next to the results JSON; returns the markdown for stdout.
-std::string write_reports(const Results& r, const Options& o, const fs::path& dir) {
+// Markdown, CSV and charts next to the results JSON; returns the markdown for stdout.
+std::string write_reports(const Results& r, BaselineMode baseline, const ReportOptions& o,
+                          const fs::path& dir) {
   fs::create_directories(dir);
   const std::string stem = file_stem(r.env.gpu);
-  const std::string md = render_markdown(r, o.baseline);
-  if (wants(o, "md")) write_file_atomic(dir / (stem + "_speedup.md"), md);
-  if (wants(o, "csv")) write_file_atomic(dir / (stem + "_results.csv"), render_csv(r));
-  if (wants(o, "png")) {
-    write_chart_png(dir / (stem + "_speedup.png"), r);
-    write_chart_svg(dir / (stem + "_speedup.svg"), r);
-  }
+  const std::string md = render_markdown(r, baseline);
+  if (o.wants("md")) write_file_atomic(dir / (stem + "_speedup.md"), md);
+  if (o.wants("csv")) write_file_atomic(dir / (stem + "_results.csv"), render_csv(r));
+  if (o.wants("png")) write_charts(dir, stem, r);
   return md;
 }
 
@@ -60,11 +57,7 @@ class ConsoleObserver : public RunObserver {
   ConsoleObserver(fs::path json, bool write_json)
       : json_(std::move(json)), write_json_(write_json) {}
   void on_item(int index, int total, const PlanItem& item, double elapsed, double eta) override {
-    const std::string what =
-        fmt::format("{} {} {} D={} N={}/{}", item.problem.case_name, to_string(item.pass),
-                    to_string(item.problem.dtype), item.problem.shape.D, item.problem.shape.Nq,
-                    item.problem.shape.Nkv);
-    std::cerr << progress_line(index + 1, total, elapsed, eta, what) << std::endl;
+    std::cerr << progress_line(index + 1, total, elapsed, eta, item_name(item)) << std::endl;
   }
   void on_row(const Results& partial) override {
     if (write_json_) write_results_atomic(json_, partial);
@@ -77,33 +70,33 @@ class ConsoleObserver : public RunObserver {
 };
 
 // Fills the cubin cache for another machine's arch (or checks for spills in CI) without a GPU.
-int compile_only(const Plan& plan, Registry& reg, const Options& opts) {
-  const gpu::DeviceInfo dev = gpu::known_device(opts.compile_only);
-  const TuningCache cache = TuningCache::load(
-      opts.tuning_cache.empty() ? default_tuning_cache_path() : opts.tuning_cache);
-  const int threads = compiler_threads(opts.jobs);
+int compile_only(const Plan& plan, Registry& reg, const std::string& arch) {
+  const RunSettings& run = plan.settings;
+  const gpu::DeviceInfo dev = gpu::known_device(arch);
+  const TuningCache cache = TuningCache::load(run.tuning_cache);
+  const int threads = compiler_threads(run.jobs);
   const auto t0 = std::chrono::steady_clock::now();
   const auto done =
-      precompile(plan, selected_variants(reg, opts.variants), opts.tune, cache, dev, threads);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      precompile(plan, selected_variants(reg, run.variants), run.tune, cache, dev, threads);
+  const double s = seconds_since(t0);
   int failed = 0;
-  std::cout << render_compiled(plan, done, dev.name + " into " + nvrtc::cache_dir(), s,
-                               opts.verbose, failed);
+  std::cout << render_compiled(plan, done, dev.name + " into " + nvrtc::cache_dir(), s, run.verbose,
+                               failed);
   return failed ? 1 : 0;
 }
 
 int run(const Options& opts) {
-  Plan plan = make_plan(opts);
+  const Plan plan = make_plan(opts, opts);
   Registry reg = Registry::make();
   if (opts.list) {
     std::cout << render_list(plan, reg, grids_dir());
     return 0;
   }
   if (opts.dry_run) {
-    std::cout << render_dry_run(plan, reg, opts);
+    std::cout << render_dry_run(plan, reg);
     return 0;
   }
-  if (!opts.compile_only.empty()) return compile_only(plan, reg, opts);
+  if (!opts.compile_only.empty()) return compile_only(plan, reg, opts.compile_only);
   gpu::DeviceInfo dev;
   try {
     dev = gpu::open_device(opts.device);
@@ -115,10 +108,10 @@ int run(const Options& opts) {
   const fs::path out = opts.out;
   fs::create_directories(out);
   const fs::path json = out / (file_stem(dev.name) + "_results.json");
-  ConsoleObserver obs(json, wants(opts, "json"));
-  const Results results = run_plan(plan, opts, dev, reg, obs);
-  if (wants(opts, "json")) write_results_atomic(json, results);
-  std::cout << write_reports(results, opts, out);
+  ConsoleObserver obs(json, opts.wants("json"));
+  const Results results = run_plan(plan, dev, reg, obs);
+  if (opts.wants("json")) write_results_atomic(json, results);
+  std::cout << write_reports(results, opts.baseline, opts, out);
   int failed = 0;
   for (const Row& row : results.rows) {
     if (row.ffpa && (row.ffpa->status == Status::failed || correctness_failed(*row.ffpa))) ++failed;
@@ -141,7 +134,7 @@ int report_cmd(const Options& opts) {
   const Results r = load_results(opts.report_file);
   const fs::path dir =
       opts.out == "ffpa-out" ? fs::path(opts.report_file).parent_path() : fs::path(opts.out);
-  std::cout << write_reports(r, opts, dir.empty() ? fs::path(".") : dir);
+  std::cout << write_reports(r, opts.baseline, opts, dir.empty() ? fs::path(".") : dir);
   return 0;
 }
 

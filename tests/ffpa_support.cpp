@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "reference/reference.hpp"
-#include "runner/tensors.hpp"
-#include "variants/ffpa_fwd.hpp"
+#include "tensors/tensors.hpp"
+#include "variants/ffpa_fwd_sm80.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -222,7 +222,7 @@ void bench_backward(const char* name, const Problem& pr, const std::string& conf
   AttnTensors t(pr, Pass::bwd);
   auto fwd_variant = make_ffpa_fwd_sm80();
   {
-    auto fwd_op = fwd_variant->bind(pr, fwd_variant->default_knobs(pr), t);
+    auto fwd_op = fwd_variant->bind(pr, fwd_variant->default_knobs(pr), t, dev);
     fwd_op->launch(nullptr);
     FFPA_CUDA(cudaDeviceSynchronize());  // before its library is unloaded
   }
@@ -378,7 +378,7 @@ void expect_forward_variant_passes(Variant& v, const std::vector<Problem>& probl
     AttnTensors t(p, Pass::fwd);
     FFPA_CUDA(cudaMemset(t.o.get(), 0xff, t.o.bytes()));
     FFPA_CUDA(cudaMemset(t.lse.get(), 0xff, t.lse.bytes()));
-    auto op = v.bind(p, v.default_knobs(p), t);
+    auto op = v.bind(p, v.default_knobs(p), t, gpu::open_device(0));
     op->launch(nullptr);
     FFPA_CUDA(cudaDeviceSynchronize());
     const Reference ref = compute_reference(t, Pass::fwd);

@@ -1,4 +1,4 @@
-// Helpers shared by the ffpa kernel tests (test_kernel_compile, test_bwd_compile, gpu_ffpa_fwd,
+// Helpers shared by the ffpa kernel tests (test_compile_ffpa_fwd_sm80, test_compile_ffpa_bwd_sm80, gpu_ffpa_fwd,
 // gpu_ffpa_fwd_sm90, gpu_ffpa_bwd, gpu_ffpa_bwd_sm90): problems, 16-bit conversions, device
 // uploads, contiguous kernel parameters and the forward and backward checks against the CPU
 // reference.

@@ -19,9 +19,8 @@
 #include "gpu/cuda.hpp"
 #include "reference/cpu_reference.hpp"
 #include "reference/reference.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 #include "variants/ffpa_fwd_sm90.hpp"
-#include "variants/ffpa_fwd_sm90_kernel.hpp"
 
 using namespace ffpa;
 using namespace ffpa::test;
@@ -38,7 +37,7 @@ void expect_close(const Problem& pr, std::optional<fwd90::Config> cfg = std::nul
   const fwd90::Config c = cfg ? *cfg : fwd90::default_config(pr);
   expect_forward_close(
       pr, to_string(c.knobs()), [&](const FfpaFwdParams& p, const gpu::DeviceInfo& dev) {
-        REQUIRE(fwd90::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).empty());
+        REQUIRE(fwd90::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).ok());
         return fwd90::bind(pr, c, p, dev);
       });
 }
@@ -128,7 +127,7 @@ TEST_CASE("sm90: bias and dropout, D 320 and 512", "[gpu]") {
 
 TEST_CASE("sm90: ring depths, key tiles and slot widths", "[gpu]") {
   if (!hopper()) return;
-  // The configurations test_sm90_compile proves spill-free.
+  // The configurations test_compile_ffpa_fwd_sm90 proves spill-free.
   const Problem p = make(1, 2, 2, 190, 250, 512);
   for (int st : {4, 6, 7, 8}) expect_close(p, fwd90::Config{64, st});
   const Problem p320 = make(1, 2, 2, 190, 250, 320);

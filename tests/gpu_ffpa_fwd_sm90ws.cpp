@@ -12,9 +12,8 @@
 
 #include "ffpa_support.hpp"
 #include "gpu/cuda.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 #include "variants/ffpa_fwd_sm90ws.hpp"
-#include "variants/ffpa_fwd_sm90ws_kernel.hpp"
 
 using namespace ffpa;
 using namespace ffpa::test;
@@ -31,8 +30,8 @@ void expect_close(const Problem& pr, std::optional<fwd90ws::Config> cfg = std::n
   const fwd90ws::Config c = cfg ? *cfg : fwd90ws::default_config(pr);
   expect_forward_close(
       pr, to_string(c.knobs()), [&](const FfpaFwdParams& p, const gpu::DeviceInfo& dev) {
-        REQUIRE(fwd90ws::problem_check(pr).empty());
-        REQUIRE(fwd90ws::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).empty());
+        REQUIRE(fwd90ws::problem_check(pr).ok());
+        REQUIRE(fwd90ws::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).ok());
         return fwd90ws::bind(pr, c, p, dev);
       });
 }

@@ -250,6 +250,16 @@ TEST_CASE("compile-only names a known arch; jobs is a positive count", "[cli]") 
   expect_error({"--jobs", "0"}, "--jobs", "");
 }
 
+TEST_CASE("profile mode launches once: no search, no check", "[cli]") {
+  const Options o = run({"--profile", "--case", "causal"});
+  CHECK(o.profile);
+  CHECK_FALSE(o.check);
+  CHECK(o.tune == TuneMode::none);
+  CHECK_FALSE(run({}).profile);
+  expect_error({"--profile", "--tune", "fast"}, "--profile", "drop --tune fast");
+  expect_error({"--profile", "--check"}, "--profile", "drop --check");
+}
+
 TEST_CASE("unknown arguments name themselves", "[cli]") {
   expect_error({"--bogus"}, "--bogus", "");
   expect_error({"--N", "8192", "--fw"}, "--fw", "");

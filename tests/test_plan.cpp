@@ -1,11 +1,11 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "baselines/unfused.hpp"
 #include "cases/cases.hpp"
 #include "core/error.hpp"
 #include "plan/plan.hpp"
 #include "support.hpp"
+#include "tuning/cache.hpp"
 
 using namespace ffpa;
 using test::thrown;
@@ -39,7 +39,7 @@ const char* kTwoCases = R"({
 
 struct Fixture {
   test::TempDir dir;
-  Options opts;
+  PlanRequest opts;
   Fixture() {
     test::write_file(dir.path() / "two.json", kTwoCases);
     opts.config = (dir.path() / "two.json").string();
@@ -70,7 +70,7 @@ TEST_CASE("pairs and FLOPs match a brute-force count", "[plan][flops]") {
 }
 
 TEST_CASE("the default plan: eight cases, two dtypes, two passes", "[plan]") {
-  Options o;
+  PlanRequest o;
   o.config = (test::source_dir() / "configs" / "default.json").string();
   const Plan plan = make_plan(o);
   CHECK(plan.config_file == o.config);
@@ -90,9 +90,23 @@ TEST_CASE("the default plan: eight cases, two dtypes, two passes", "[plan]") {
   for (const PlanItem& item : plan.items) {
     INFO(item.problem.case_name);
     CHECK(item.tensor_bytes == item.problem.io_bytes(item.pass));
-    CHECK(item.unfused_bytes == unfused_extra_bytes(item.problem, item.pass));
-    CHECK(item.unfused_bytes > 0);
   }
+}
+
+TEST_CASE("the plan keeps the run settings, the tuning cache path resolved", "[plan]") {
+  PlanRequest o;
+  o.config = (test::source_dir() / "configs" / "default.json").string();
+  RunSettings s;
+  s.tune = TuneMode::fast;
+  s.baseline = BaselineMode::unfused;
+  s.timing.min_samples = 42;
+  const Plan plan = make_plan(o, s);
+  CHECK(plan.settings.tune == TuneMode::fast);
+  CHECK(plan.settings.baseline == BaselineMode::unfused);
+  CHECK(plan.settings.timing.min_samples == 42);
+  CHECK(plan.settings.tuning_cache == default_tuning_cache_path());
+  s.tuning_cache = "/tmp/given.json";
+  CHECK(make_plan(o, s).settings.tuning_cache == "/tmp/given.json");
 }
 
 TEST_CASE("plan order: sweep point, then case, then dtype, then fwd before bwd", "[plan]") {

@@ -7,9 +7,9 @@
 #include <climits>
 #include <optional>
 
-#include "baselines/lt_gemm.hpp"
-#include "baselines/unfused_kernels.hpp"
-#include "runner/tensors.hpp"
+#include "unfused/lt_gemm.hpp"
+#include "unfused/kernels.hpp"
+#include "tensors/tensors.hpp"
 
 namespace ffpa {
 namespace {

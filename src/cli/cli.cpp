@@ -253,6 +253,9 @@ std::optional<Options> parse_run(Options o, std::vector<std::string> args) {
   auto* verbose = flag(app, "-v,--verbose", "more output (repeatable)");
   app.add_option("--save-tensors", o.save_tensors, "dump inputs/outputs as .npy into DIR")
       ->type_name("DIR");
+  auto* profile = flag(app, "--profile",
+                       "launch each implementation once, inside NVTX ranges, for nsys or ncu "
+                       "(no search, check or repeats)");
   cold->excludes(hot);
   check->excludes(no_check);
   fwd->excludes(no_fwd);
@@ -288,22 +291,16 @@ std::optional<Options> parse_run(Options o, std::vector<std::string> args) {
       fail("--dtype", "unknown dtype \"" + dtype + "\" (valid: fp16, bf16, both)");
   }
   if (!tune.empty()) {
-    const TuneMode modes[] = {TuneMode::none, TuneMode::fast, TuneMode::max};
-    auto it = std::find_if(std::begin(modes), std::end(modes),
-                           [&](TuneMode m) { return to_string(m) == tune; });
-    if (it == std::end(modes))
-      fail("--tune", "unknown mode \"" + tune + "\" (valid: none, fast, max)");
-    o.tune = *it;
+    const auto mode = parse_tune_mode(tune);
+    if (!mode) fail("--tune", "unknown mode \"" + tune + "\" (valid: none, fast, max)");
+    o.tune = *mode;
   }
   if (!baseline.empty()) {
-    const BaselineMode modes[] = {BaselineMode::best, BaselineMode::cudnn, BaselineMode::unfused,
-                                  BaselineMode::none, BaselineMode::all};
-    auto it = std::find_if(std::begin(modes), std::end(modes),
-                           [&](BaselineMode m) { return to_string(m) == baseline; });
-    if (it == std::end(modes))
+    const auto mode = parse_baseline_mode(baseline);
+    if (!mode)
       fail("--baseline",
            "unknown baseline \"" + baseline + "\" (valid: best, cudnn, unfused, none, all)");
-    o.baseline = *it;
+    o.baseline = *mode;
   }
   for (const auto& v : split(variants, "--variant"))
     if (std::find(o.variants.begin(), o.variants.end(), v) == o.variants.end())
@@ -331,6 +328,17 @@ std::optional<Options> parse_run(Options o, std::vector<std::string> args) {
          "unknown arch \"" + o.compile_only + "\" (valid: " + join(gpu::known_archs()) + ")");
   if (!jobs.empty()) o.jobs = static_cast<int>(integer(jobs, "--jobs", 1, 1024));
   o.verbose = static_cast<int>(verbose->count());
+  if (*profile) {
+    if (o.tune != TuneMode::none)
+      fail("--profile",
+           "launches each implementation once and cannot search: drop --tune " + to_string(o.tune));
+    if (*check)
+      fail("--profile",
+           "runs without the correctness check (its launches would be profiled "
+           "too): drop --check");
+    o.profile = true;
+    o.check = false;
+  }
   return o;
 }
 
@@ -368,34 +376,6 @@ std::optional<Options> parse_report(Options o, std::vector<std::string> args) {
 }
 
 }  // namespace
-
-std::string to_string(TuneMode m) {
-  switch (m) {
-    case TuneMode::none:
-      return "none";
-    case TuneMode::fast:
-      return "fast";
-    case TuneMode::max:
-      return "max";
-  }
-  return "?";
-}
-
-std::string to_string(BaselineMode m) {
-  switch (m) {
-    case BaselineMode::best:
-      return "best";
-    case BaselineMode::cudnn:
-      return "cudnn";
-    case BaselineMode::unfused:
-      return "unfused";
-    case BaselineMode::none:
-      return "none";
-    case BaselineMode::all:
-      return "all";
-  }
-  return "?";
-}
 
 std::optional<Options> parse_cli(int argc, const char* const* argv) {
   Options o;

@@ -102,7 +102,7 @@ struct Results {
   int schema_version = kResultsSchemaVersion;
   std::string tool_version;
   Environment env;
-  std::string timing_mode;  // "cold" or "hot"
+  std::string timing_mode;  // "cold", "hot" or "profile" (one launch a row, --profile)
   std::vector<Row> rows;
   bool complete = false;  // false while a sweep is still running or was interrupted
 };

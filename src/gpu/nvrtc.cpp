@@ -2,7 +2,6 @@
 
 #include <nvrtc.h>
 
-#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -13,11 +12,11 @@
 #include <regex>
 #include <set>
 #include <sstream>
-#include <thread>
 #include <utility>
 
 #include "core/build_info.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "gpu/cuda.hpp"
 
 namespace ffpa::nvrtc {
@@ -49,18 +48,11 @@ std::string read_all(const fs::path& p) {
 
 // Write-then-rename so that concurrent processes never read a half-written cubin.
 void write_atomic(const fs::path& p, const std::string& data) {
-  static std::atomic<unsigned> serial{0};
-  const fs::path tmp = p.string() + ".tmp" +
-                       std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())) +
-                       "." + std::to_string(serial++);
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f.write(data.data(), static_cast<std::streamsize>(data.size()));
-    if (!f) return;  // a cache that cannot be written is only slower
+  try {
+    write_file_atomic(p, data);
+  } catch (const RunError&) {
+    // A cache that cannot be written is only slower.
   }
-  std::error_code ec;
-  fs::rename(tmp, p, ec);
-  if (ec) fs::remove(tmp, ec);
 }
 
 // Threads asking for the same key wait for the first one, then read its cubin from the cache:

@@ -2,17 +2,17 @@
 
 #include <algorithm>
 
-#include "baselines/unfused.hpp"
 #include "cases/cases.hpp"
 #include "core/error.hpp"
 #include "core/paths.hpp"
+#include "tuning/cache.hpp"
 
 namespace ffpa {
 namespace {
 
 // Sweep values in the order they nest, outermost first; an empty list keeps the file's default
 // (B, H, N, D) or the case's own field (Hkv, Nq, Nkv).
-std::vector<SweepPoint> sweep_points(const Options& o, const SweepPoint& defaults) {
+std::vector<SweepPoint> sweep_points(const PlanRequest& o, const SweepPoint& defaults) {
   std::vector<SweepPoint> points = {defaults};
   auto expand = [&points](const std::vector<int64_t>& values, auto set) {
     if (values.empty()) return;
@@ -35,7 +35,7 @@ std::vector<SweepPoint> sweep_points(const Options& o, const SweepPoint& default
   return points;
 }
 
-std::vector<const CaseSpec*> select_cases(const Options& o, const CaseFile& cf) {
+std::vector<const CaseSpec*> select_cases(const PlanRequest& o, const CaseFile& cf) {
   std::vector<const CaseSpec*> out;
   if (o.cases.empty()) {
     for (const CaseSpec& c : cf.cases) out.push_back(&c);
@@ -56,6 +56,13 @@ std::vector<const CaseSpec*> select_cases(const Options& o, const CaseFile& cf) 
 
 }  // namespace
 
+std::string item_name(const PlanItem& item) {
+  const Problem& p = item.problem;
+  return p.case_name + " " + to_string(item.pass) + " " + to_string(p.dtype) +
+         " D=" + std::to_string(p.shape.D) + " N=" + std::to_string(p.shape.Nq) + "/" +
+         std::to_string(p.shape.Nkv);
+}
+
 int64_t tensor_bytes(const Problem& p, Pass pass) {
   const Shape& s = p.shape;
   const int64_t e = dtype_bytes(p.dtype);
@@ -67,7 +74,7 @@ int64_t tensor_bytes(const Problem& p, Pass pass) {
   return pass == Pass::fwd ? fwd : fwd + 2 * q + 2 * kv + bias;
 }
 
-Plan make_plan(const Options& o) {
+Plan make_plan(const PlanRequest& o, RunSettings settings) {
   const std::string config = find_data_path(o.config);
   const CaseFile cf = load_case_file(config);
   const std::vector<const CaseSpec*> cases = select_cases(o, cf);
@@ -77,6 +84,8 @@ Plan make_plan(const Options& o) {
 
   Plan plan;
   plan.config_file = config;
+  if (settings.tuning_cache.empty()) settings.tuning_cache = default_tuning_cache_path();
+  plan.settings = std::move(settings);
   for (const SweepPoint& point : sweep_points(o, cf.defaults))
     for (const CaseSpec* c : cases)
       for (Dtype dtype : o.dtypes.empty() ? c->dtypes : o.dtypes) {
@@ -87,7 +96,6 @@ Plan make_plan(const Options& o) {
           item.pass = pass;
           item.flops = problem.flops(pass);
           item.tensor_bytes = tensor_bytes(problem, pass);
-          item.unfused_bytes = unfused_extra_bytes(problem, pass);
           plan.items.push_back(std::move(item));
         }
       }

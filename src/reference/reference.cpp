@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "baselines/lt_gemm.hpp"
-#include "baselines/unfused_kernels.hpp"
+#include "unfused/lt_gemm.hpp"
+#include "unfused/kernels.hpp"
 #include "reference/reference_kernels.hpp"
 
 namespace ffpa {

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "baselines/unfused_kernels.hpp"
+#include "unfused/kernels.hpp"
 #include "core/results.hpp"
 #include "gpu/cuda.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 
 namespace ffpa {
 

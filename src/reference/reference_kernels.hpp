@@ -1,9 +1,9 @@
-// Reduction and stream kernels of the GPU reference (kernels/reference.cu).
+// Reduction and stream kernels of the GPU reference (kernels.cu).
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include "baselines/unfused_kernels.hpp"
+#include "unfused/kernels.hpp"
 
 namespace ffpa {
 

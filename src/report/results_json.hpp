@@ -25,10 +25,7 @@ Results results_from_json(const nlohmann::json&, const std::string& file);
 // Reads and parses a results file; InputError names the file on any failure.
 Results load_results(const std::filesystem::path&);
 
-// Writes to a temporary file in the same directory, fsyncs it, renames it over `path` and fsyncs
-// the directory: readers (and an interrupted sweep) see the old or the new file, never half of one.
-// Creates missing parent directories. Throws RunError on a file system failure.
-void write_file_atomic(const std::filesystem::path&, std::string_view bytes);
+// The results' JSON, written with write_file_atomic (core/files.hpp).
 void write_results_atomic(const std::filesystem::path&, const Results&);
 
 }  // namespace ffpa

@@ -5,30 +5,25 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <ctime>
 #include <limits>
 #include <thread>
 
 #include "core/build_info.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/paths.hpp"
 #include "gpu/nvrtc.hpp"
+#include "gpu/nvtx.hpp"
 #include "reference/reference.hpp"
 #include "runner/save_tensors.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 #include "timing/timer.hpp"
 #include "tuning/cache.hpp"
 #include "tuning/grid.hpp"
-#include "variants/registry.hpp"
+#include "tuning/mode.hpp"
 
 namespace ffpa {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // A CUDA error that leaves the context unusable ends the sweep: later rows would only report it
 // again. Returns the error text, or empty if the device is still healthy.
@@ -89,19 +84,19 @@ Row make_row(const PlanItem& item) {
 
 class Executor {
  public:
-  Executor(const Options& opts, const gpu::DeviceInfo& dev, RunObserver& obs)
+  Executor(const RunSettings& opts, const gpu::DeviceInfo& dev, RunObserver& obs)
       : opts_(opts),
         dev_(dev),
         obs_(obs),
         timer_(dev, opts.timing),
-        tune_timer_(dev, tuning_timing(opts.timing)),
-        cache_(TuningCache::load(opts.tuning_cache.empty() ? default_tuning_cache_path()
-                                                           : opts.tuning_cache)) {
+        tune_timer_(dev, search_timing(opts.timing)),
+        cache_(TuningCache::load(opts.tuning_cache)) {
     if (!cache_.warning().empty()) obs_.on_log(0, cache_.warning());
   }
 
   Row run_item(const PlanItem& item, const std::vector<Variant*>& variants,
                const std::vector<Baseline*>& baselines) {
+    const gpu::Range range(item_name(item));
     Row row = make_row(item);
     save_pending_ = !opts_.save_tensors.empty();
     std::unique_ptr<AttnTensors> tensors;
@@ -151,7 +146,7 @@ class Executor {
   void warm_up(const Plan& plan, const std::vector<Variant*>& variants) {
     if (nvrtc::cache_dir().empty()) return;
     const int threads = compiler_threads(opts_.jobs);
-    const auto t0 = Clock::now();
+    const auto t0 = std::chrono::steady_clock::now();
     const auto done = precompile(plan, variants, opts_.tune, cache_, dev_, threads);
     if (done.empty()) return;
     int refused = 0;
@@ -163,16 +158,6 @@ class Executor {
   }
 
  private:
-  static TimingOptions tuning_timing(TimingOptions t) {
-    // Grid points are ranked with a short measurement; the winner is re-timed in full.
-    t.min_samples = 3;
-    t.min_time = 0.05;
-    t.max_noise = 2.0;
-    t.timeout = std::min(t.timeout, 3.0);
-    t.warmup = 1;
-    return t;
-  }
-
   static bool better(const Measurement& a, const Measurement& b) {
     if (a.status != Status::ok) return false;
     if (b.status != Status::ok) return true;
@@ -210,6 +195,18 @@ class Executor {
   void check_and_time(Op& op, const PlanItem& item, AttnTensors& t, const Reference* ref,
                       Measurement& m) {
     const cudaStream_t s = timer_.stream();
+    const std::string launch_name =
+        m.impl + (m.config.empty() ? "" : " [" + to_string(m.config) + "]");
+    const auto launch = [&](cudaStream_t st) {
+      const gpu::Range range(launch_name);
+      op.launch(st);
+    };
+    if (opts_.profile) {
+      // One launch, nothing around it: the profiler's capture of this row is exactly this.
+      m.timing = timer_.once(launch);
+      finish(op, item, m, nullptr);
+      return;
+    }
     poison_outputs(t, item.pass, s);
     op.launch(s);
     gpu::check_launch(m.impl.c_str());
@@ -223,7 +220,11 @@ class Executor {
       log(0, "saved tensors to " + save_tensors(opts_.save_tensors, t, item.pass, m.impl));
       save_pending_ = false;
     }
-    m.timing = timer_.measure([&](cudaStream_t st) { op.launch(st); });
+    m.timing = timer_.measure(launch);
+    finish(op, item, m, ref);
+  }
+
+  static void finish(const Op& op, const PlanItem& item, Measurement& m, const Reference* ref) {
     m.tflops = item.flops / (m.timing.median_ms * 1e9);
     m.extra_mem_bytes = op.extra_bytes();
     m.includes = op.includes();
@@ -232,6 +233,7 @@ class Executor {
   }
 
   Measurement run_variant(Variant& v, const PlanItem& item, AttnTensors& t, const Reference* ref) {
+    const gpu::Range range(v.name());
     Measurement m;
     m.impl = v.name();
     m.kind = "ffpa";
@@ -262,8 +264,9 @@ class Executor {
         reject(k, fit.reason);
         continue;
       }
+      const gpu::Range config_range(v.name() + " [" + to_string(k) + "]");
       try {
-        auto op = v.bind(p, k, t);
+        auto op = v.bind(p, k, t, dev_);
         if (!search) {
           best_op = std::move(op);
           best_knobs = k;
@@ -304,6 +307,7 @@ class Executor {
 
   Measurement run_baseline(Baseline& b, const PlanItem& item, AttnTensors& t,
                            const Reference* ref) {
+    const gpu::Range range(b.name());
     Measurement m;
     m.impl = b.name();
     m.kind = "baseline";
@@ -336,7 +340,7 @@ class Executor {
     return m;
   }
 
-  const Options& opts_;
+  const RunSettings& opts_;
   const gpu::DeviceInfo& dev_;
   RunObserver& obs_;
   Timer timer_;
@@ -344,13 +348,6 @@ class Executor {
   TuningCache cache_;
   bool save_pending_ = false;
 };
-
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 std::string version_string(int v) {
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
@@ -414,7 +411,7 @@ std::vector<CompileOutcome> precompile(const Plan& plan, const std::vector<Varia
   auto work = [&] {
     for (size_t j; (j = next++) < jobs.size();) {
       CompileOutcome& out = jobs[j].out;
-      const auto t0 = Clock::now();
+      const auto t0 = std::chrono::steady_clock::now();
       try {
         out.result = jobs[j].variant->compile(plan.items[out.item].problem, out.knobs, dev);
       } catch (const std::exception& e) {
@@ -433,43 +430,8 @@ std::vector<CompileOutcome> precompile(const Plan& plan, const std::vector<Varia
   return out;
 }
 
-Registry Registry::make() {
-  return {make_variants(), make_baselines()};
-}
-
-std::vector<Baseline*> selected_baselines(const Registry& reg, BaselineMode mode) {
-  std::vector<Baseline*> out;
-  for (const auto& b : reg.baselines) {
-    const bool take = mode == BaselineMode::best || mode == BaselineMode::all ||
-                      (mode == BaselineMode::cudnn && b->name() == "cudnn") ||
-                      (mode == BaselineMode::unfused && b->name() == "unfused");
-    if (take) out.push_back(b.get());
-  }
-  return out;
-}
-
-std::vector<Variant*> selected_variants(const Registry& reg,
-                                        const std::vector<std::string>& names) {
-  std::vector<Variant*> out;
-  for (const auto& v : reg.variants)
-    if (names.empty() || std::find(names.begin(), names.end(), v->name()) != names.end())
-      out.push_back(v.get());
-  for (const auto& n : names) {
-    const bool known = std::any_of(reg.variants.begin(), reg.variants.end(),
-                                   [&](const auto& v) { return v->name() == n; });
-    if (!known) {
-      std::string valid;
-      for (const auto& v : reg.variants) valid += (valid.empty() ? "" : ", ") + v->name();
-      throw InputError(
-          "command line", "--variant",
-          "unknown variant '" + n + "' (registered: " + (valid.empty() ? "none" : valid) + ")");
-    }
-  }
-  return out;
-}
-
 Environment describe_environment(const gpu::DeviceInfo& dev, const Registry& reg,
-                                 const Options& opts) {
+                                 const std::string& command_line) {
   Environment env;
   env.gpu = dev.name;
   env.arch = dev.arch();
@@ -487,25 +449,25 @@ Environment describe_environment(const gpu::DeviceInfo& dev, const Registry& reg
     if (b->name() == "cudnn" && !b->version().empty()) env.cudnn = b->version();
   env.git_commit = build_commit();
   env.build_flags = build_flags();
-  env.command_line = opts.command_line;
+  env.command_line = command_line;
   env.started_at = utc_now();
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) env.host = host;
   return env;
 }
 
-Results run_plan(const Plan& plan, const Options& opts, const gpu::DeviceInfo& dev, Registry& reg,
-                 RunObserver& obs) {
+Results run_plan(const Plan& plan, const gpu::DeviceInfo& dev, Registry& reg, RunObserver& obs) {
+  const RunSettings& opts = plan.settings;
   Results results;
   results.tool_version = tool_version();
-  results.env = describe_environment(dev, reg, opts);
-  results.timing_mode = opts.timing.cold ? "cold" : "hot";
+  results.env = describe_environment(dev, reg, opts.command_line);
+  results.timing_mode = opts.profile ? "profile" : opts.timing.cold ? "cold" : "hot";
   const auto variants = selected_variants(reg, opts.variants);
   const auto baselines = selected_baselines(reg, opts.baseline);
 
   Executor exec(opts, dev, obs);
   exec.warm_up(plan, variants);
-  const auto t0 = Clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
   const int total = static_cast<int>(plan.items.size());
   std::string lost;  // set once the CUDA context is unusable
   for (int i = 0; i < total; ++i) {

@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <vector>
 
+#include "core/files.hpp"
 #include "core/npy.hpp"
 #include "reference/reference.hpp"
-#include "report/results_json.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 
 namespace ffpa {
 namespace fs = std::filesystem;

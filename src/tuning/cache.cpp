@@ -1,10 +1,7 @@
 #include "tuning/cache.hpp"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,7 +9,9 @@
 #include <stdexcept>
 
 #include "core/build_info.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json_strict.hpp"
 
 namespace ffpa {
@@ -29,15 +28,6 @@ struct BadEntry : std::runtime_error {
 std::string hex16(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
 
@@ -312,22 +302,7 @@ void TuningCache::save() const {
   }
   const json root{{"schema", kTuningCacheSchema}, {"entries", std::move(entries)}};
 
-  const std::string tmp = path_ + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << root.dump(1) << '\n';
-    out.flush();
-    if (!out) {
-      fs::remove(tmp, ec);
-      throw RunError("cannot write " + tmp);
-    }
-  }
-  fs::rename(tmp, p, ec);
-  if (ec) {
-    std::error_code ignore;
-    fs::remove(tmp, ignore);
-    throw RunError("cannot replace " + path_ + ": " + ec.message());
-  }
+  write_file_atomic(p, root.dump(1) + "\n");
 }
 
 std::string default_tuning_cache_path() {
