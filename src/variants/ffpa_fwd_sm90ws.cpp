@@ -93,9 +93,10 @@ Config default_config(const Problem& pr) {
 }
 
 int smem_bytes(const Config& c, int D) {
-  // alignment slack, Q, the ring, P of both consumers, row statistics and table, the barriers
+  // alignment slack, Q, the ring, P of both consumers, row statistics and table, the dropout
+  // parameters, the barriers
   return 1024 + 64 * padded_d(D, 64) * 2 + c.slots * 8192 + 2 * 64 * 64 * 2 + 4 * 64 * 4 +
-         2 * 64 * 4 + 2 * c.slots * 8;
+         2 * 64 * 4 + 16 + 2 * c.slots * 8;
 }
 
 Support check(const Config& c, int D, int smem_limit) {
