@@ -84,7 +84,9 @@ Knobs Config::knobs() const {
 Config default_config(const Problem& pr) {
   Config c;
   const int D = static_cast<int>(pr.shape.D);
-  // The deepest ring that fits the H200's 227 KB beside Q and the two P tiles.
+  // 16 slots fit beside Q and the two P tiles up to D = 512. 18 (the most that fit at D = 512)
+  // ran 15-25 % slower on every row of configs/default.json on the H200
+  // (results/h200/2026-12-03b/); a power of two keeps the ring index a mask and a shift.
   while (c.slots > 4 && smem_bytes(c, D) > 227 * 1024) --c.slots;
   // cluster = 2 (K/V multicast) ran at a third of cluster = 1's speed on the H200
   // (docs/notes/ffpa_fwd_sm90ws.md): one CTA per query block until that is understood.
