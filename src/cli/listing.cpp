@@ -96,6 +96,7 @@ std::string render_dry_run(const Plan& plan, const Registry& reg, const Options&
   out += "|---|---|---|---|---|---|---|---|---|---|\n";
   double total_flops = 0;
   int64_t peak = 0;
+  bool peak_unfused = false;
   for (size_t i = 0; i < plan.items.size(); ++i) {
     const PlanItem& it = plan.items[i];
     std::string runs;
@@ -104,21 +105,43 @@ std::string render_dry_run(const Plan& plan, const Registry& reg, const Options&
       const Support s = v->supports(it.problem);
       runs += (runs.empty() ? "" : "; ") + v->name() + (s.ok() ? "" : " n/a (" + s.reason + ")");
     }
+    bool unfused = false;  // the unfused baseline runs on this item: its memory counts
     for (Baseline* b : baselines) {
       const Support s = b->supports(it.problem, it.pass);
       runs += (runs.empty() ? "" : "; ") + b->name() + (s.ok() ? "" : " n/a (" + s.reason + ")");
+      unfused = unfused || (b->name() == "unfused" && s.ok());
     }
     out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.4g} | {} | {} | {} |\n", i + 1,
                        it.problem.case_name, to_string(it.pass), to_string(it.problem.dtype),
                        shape_text(it.problem.shape), features(it.problem), it.flops / 1e9,
-                       mib(it.tensor_bytes), mib(it.unfused_bytes), runs.empty() ? "-" : runs);
+                       mib(it.tensor_bytes), unfused ? mib(it.unfused_bytes) : "-",
+                       runs.empty() ? "-" : runs);
     total_flops += it.flops;
-    peak = std::max(peak, it.tensor_bytes + it.unfused_bytes);
+    const int64_t need = it.tensor_bytes + (unfused ? it.unfused_bytes : 0);
+    if (need > peak) {
+      peak = need;
+      peak_unfused = unfused;
+    }
   }
-  out += fmt::format(
-      "\nTotal: {:.1f} TFLOP of attention; largest item needs {} MiB with the "
-      "unfused baseline.\n",
-      total_flops / 1e12, mib(peak));
+  out +=
+      fmt::format("\nTotal: {:.1f} TFLOP of attention; largest item needs {} MiB{}.\n",
+                  total_flops / 1e12, mib(peak), peak_unfused ? " with the unfused baseline" : "");
+  return out;
+}
+
+std::string nothing_compiled(const Plan& plan, const std::vector<Variant*>& variants,
+                             const gpu::DeviceInfo& dev) {
+  std::set<std::string> reasons;
+  for (const PlanItem& it : plan.items)
+    for (const Variant* v : variants) {
+      if (v->pass() != it.pass) continue;
+      Support s = v->supports(it.problem);
+      if (s.ok()) s = v->supports(it.problem, v->default_knobs(it.problem), dev);
+      if (!s.ok()) reasons.insert(v->name() + ": " + s.reason);
+    }
+  if (reasons.empty()) return "no selected variant runs the planned passes";
+  std::string out;
+  for (const auto& r : reasons) out += (out.empty() ? "" : "; ") + r;
   return out;
 }
 

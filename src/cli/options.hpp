@@ -44,8 +44,8 @@ struct Options {
   BaselineMode baseline = BaselineMode::best;
   TimingOptions timing;
   uint64_t seed = 0;
-  std::string out = "ffpa-out";
-  std::string tuning_cache;  // empty: $XDG_CACHE_HOME/ffpa-bench/tuning.json or ~/.cache/...
+  std::string out = "ffpa-out";  // report: empty, the results file's directory
+  std::string tuning_cache;      // empty: default_tuning_cache_path()
   bool check = true;
   std::vector<std::string> formats = {"md", "json", "csv", "png"};
   int device = 0;
@@ -58,7 +58,8 @@ struct Options {
 
   // compare
   std::string base_file, new_file;
-  double threshold = 5.0;  // percent
+  double threshold = 5.0;             // percent
+  bool allow_different_gpus = false;  // else runs of two GPUs are refused (exit 2)
 
   // report
   std::string report_file;

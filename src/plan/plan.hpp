@@ -28,8 +28,12 @@ struct Plan {
 // dq, dk, dv and dbias for the backward.
 int64_t tensor_bytes(const Problem&, Pass);
 
+// The most measurements one run plans; a larger sweep is refused (InputError) before it is built.
+constexpr int64_t kMaxPlanItems = 100000;
+
 // Loads opts.config, applies the CLI's case selection, sweeps and overrides, validates the result.
-// Throws InputError naming the file / JSON path / flag on anything invalid.
+// Throws InputError naming the file / JSON path / flag on anything invalid; an error that only the
+// sweep values (--B, --H, --N, --D) cause names those flags.
 Plan make_plan(const Options&);
 
 }  // namespace ffpa

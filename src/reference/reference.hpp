@@ -28,6 +28,10 @@ Reference compute_reference(const AttnTensors&, Pass);
 // o and lse for the forward; dq, dk, dv (and dbias with a mask) for the backward.
 std::vector<TensorCheck> check_outputs(const AttnTensors&, const Reference&, Pass);
 
+// Without a reference (--no-check): counts each output's NaN and infinite elements, so that
+// "NaN/Inf fails a row" holds all the same.
+std::vector<TensorCheck> scan_outputs(const AttnTensors&, Pass);
+
 // Copies the reference o (rounded to the input dtype) and lse into the tensors' forward outputs,
 // so a backward can run on consistent forward results.
 void write_forward_outputs(AttnTensors&, const Reference&);

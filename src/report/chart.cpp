@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/files.hpp"
 #include "report/format.hpp"
-#include "report/results_json.hpp"
 
 namespace ffpa {
 namespace {
