@@ -59,9 +59,8 @@ class Loader {
 
   // An integer beyond 64 bits reaches us as a double.
   void reject_huge(const json& j, const std::string& path) const {
-    if (j.is_number_float() && std::isfinite(j.get<double>()) &&
-        j.get<double>() == std::floor(j.get<double>()))
-      fail(path, "too large: " + j.dump() + " (at most " + std::to_string(kMaxDim) + ")");
+    if (j.is_number_float() && std::abs(j.get<double>()) >= 0x1p63)
+      fail(path, "too large (at most " + std::to_string(kMaxDim) + ")");
   }
 
   void check_keys(const json& obj, const std::string& path, const char* const* begin,

@@ -152,8 +152,7 @@ class Reader {
   int64_t i64(const std::string& key) const {
     const json& v = at(key);
     // The parser stores integers beyond 64 bits as doubles.
-    if (v.is_number_float() && std::isfinite(v.get<double>()) &&
-        v.get<double>() == std::floor(v.get<double>()))
+    if (v.is_number_float() && std::abs(v.get<double>()) >= 0x1p63)
       fail(path(key), "integer out of range");
     if (!v.is_number_integer()) fail(path(key), "expected an integer");
     if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
@@ -375,11 +374,13 @@ Results results_from_json(const nlohmann::json& j, const std::string& file) {
   return res;
 }
 
-Results load_results(const std::filesystem::path& path) {
-  const std::string file = path.string();
+Results parse_results(const std::string& text, const std::string& file) {
   // The strict parser refuses duplicate keys (a second "median_ms" must not win silently).
-  const json j = parse_json_strict(read_input_file(path), file);
-  return results_from_json(j, file);
+  return results_from_json(parse_json_strict(text, file), file);
+}
+
+Results load_results(const std::filesystem::path& path) {
+  return parse_results(read_input_file(path), path.string());
 }
 
 void write_results_atomic(const std::filesystem::path& path, const Results& res) {

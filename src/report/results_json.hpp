@@ -24,6 +24,8 @@ nlohmann::json to_json(const Results&);
 // Throws InputError(file, JSON pointer, reason) on a missing or mistyped field, an unknown enum
 // spelling or a schema_version this build does not read.
 Results results_from_json(const nlohmann::json&, const std::string& file);
+// Parses a results file's text; InputError names `file`, the line and column or JSON pointer.
+Results parse_results(const std::string& text, const std::string& file);
 // Reads (at most kMaxInputBytes) and parses a results file; InputError names the file on any
 // failure.
 Results load_results(const std::filesystem::path&);

@@ -240,6 +240,7 @@ class Executor {
   }
 
   Measurement run_variant(Variant& v, const PlanItem& item, AttnTensors& t, const Reference* ref) {
+    check_interrupted();
     Measurement m;
     m.impl = v.name();
     m.kind = "ffpa";
@@ -318,6 +319,7 @@ class Executor {
 
   Measurement run_baseline(Baseline& b, const PlanItem& item, AttnTensors& t,
                            const Reference* ref) {
+    check_interrupted();
     Measurement m;
     m.impl = b.name();
     m.kind = "baseline";
