@@ -146,9 +146,7 @@ int run(const Options& opts) {
   if (!opts.compile_only.empty()) return compile_only(plan, variants, opts);
   const fs::path out = output_dir(opts.out, "--out");
   if (!opts.save_tensors.empty()) output_dir(opts.save_tensors, "--save-tensors");
-  if (const TuningCache cache = TuningCache::load(tuning_cache_path(opts));
-      !cache.warning().empty())
-    std::cerr << "ffpa-bench: warning: " << cache.warning() << "\n";
+  TuningCache::load(tuning_cache_path(opts));  // InputError when the path cannot be read
   gpu::DeviceInfo dev;
   try {
     dev = gpu::open_device(opts.device);
@@ -167,12 +165,7 @@ int run(const Options& opts) {
     return stopped(std::to_string(results.rows.size()) + " of " +
                    std::to_string(plan.items.size()) + " rows kept in " + out.string() +
                    ", the tuning cache in " + tuning_cache_path(opts));
-  int failed = 0;
-  for (const Row& row : results.rows) {
-    if (row.ffpa && (row.ffpa->status == Status::failed || correctness_failed(*row.ffpa))) ++failed;
-    for (const auto& b : row.baselines)
-      failed += b.status == Status::failed || correctness_failed(b);
-  }
+  const int failed = failed_measurements(results);
   if (failed) std::cerr << "ffpa-bench: " << failed << " measurement(s) failed\n";
   return failed ? 1 : 0;
 }

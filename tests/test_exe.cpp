@@ -183,6 +183,19 @@ TEST_CASE("--compile-only fails when nothing compiles or nothing can be cached",
       "--config",      "cfg/ok.json",    "--fwd", "--dtype", "bf16", "--variant",
       "ffpa-fwd-sm80", "--compile-only", "sm_80", "-j",      "1"};
   CHECK_RUN(run(t.path(), one, {"XDG_CACHE_HOME=afile"}), 2, "XDG_CACHE_HOME: cannot use");
+
+  // An entry that cannot be written (here a directory stands where its cubin goes; a full disk
+  // fails the same way) is exit 1, not "Compiled ... 0 refused" and exit 0.
+  CHECK_RUN(run(t.path(), one, {"XDG_CACHE_HOME=xdg"}), 0, "Compiled 1 kernel configurations");
+  const fs::path dir = t.path() / "xdg/ffpa-bench/cubins";
+  std::vector<fs::path> cubins;
+  for (const auto& f : fs::directory_iterator(dir))
+    if (f.path().extension() == ".cubin") cubins.push_back(f.path());
+  REQUIRE(cubins.size() == 1);
+  fs::remove_all(dir);
+  fs::create_directories(cubins[0]);
+  CHECK_RUN(run(t.path(), one, {"XDG_CACHE_HOME=xdg"}), 1, "the cubin cache was not filled");
+  CHECK(count_containing(dir, ".tmp") == 0);
 }
 
 TEST_CASE("a cubin cache entry that does not match its manifest is compiled again", "[exe]") {

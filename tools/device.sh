@@ -9,7 +9,8 @@
 # Benches share the tuning cache $OUT/tuning.json (it comes back too), seeded from .carry/tuning.json.
 # Kernels compiled here ahead of time (ffpa-bench --compile-only sm_90a with
 # XDG_CACHE_HOME=.cache, packed as .carry/cubins.tgz) are unpacked into the cubin cache.
-# BENCH_TIMEOUT (seconds) stops a bench early: its finished rows still come back. BENCH names
+# BENCH_TIMEOUT (seconds) stops a bench early with BENCH_SIGNAL (default TERM; INT is Ctrl-C): its
+# finished rows and its tuning cache still come back. BENCH names
 # another ffpa-bench binary (an experiment build carried beside the normal one).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,8 +45,9 @@ while [ $# -gt 0 ]; do
     bench)
       name=${args[0]}; args=("${args[@]:1}")
       echo "== ffpa-bench ${args[*]} (results in $name/)"
-      timeout "${BENCH_TIMEOUT:-3600}" "${BENCH:-$BIN/ffpa-bench}" "${args[@]}" --out "$OUT/$name" \
-        --tuning-cache "$OUT/tuning.json" >"$OUT/$name.stdout" 2>"$OUT/$name.log"
+      timeout -s "${BENCH_SIGNAL:-TERM}" "${BENCH_TIMEOUT:-3600}" "${BENCH:-$BIN/ffpa-bench}" \
+        "${args[@]}" --out "$OUT/$name" --tuning-cache "$OUT/tuning.json" \
+        >"$OUT/$name.stdout" 2>"$OUT/$name.log"
       r=$?; [ $r -eq 0 ] || rc=1
       echo "exit $r"; tail -n 40 "$OUT/$name.stdout"
       # The device tool returns at most 8 files: one archive per run (results, stdout, log).

@@ -312,7 +312,12 @@ class Executor {
     if (opts_.tune != TuneMode::none && m.status == Status::ok) {
       // Saved after every search: a sweep that is killed keeps what it found.
       cache_.store(key, best_knobs, m.timing.median_ms);
-      cache_.save();
+      try {
+        if (const std::string note = cache_.save(); !note.empty()) log(0, note);
+      } catch (const RunError& e) {
+        // The row stands; the entry stays pending and the next search's save retries it.
+        log(0, std::string("tuning cache not saved: ") + e.what());
+      }
     }
     return m;
   }

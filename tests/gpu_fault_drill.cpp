@@ -1,0 +1,109 @@
+// Fault drill: a variant whose kernel traps on the second of three rows. The sweep must keep the
+// first row in the results file, fail the second naming the variant and its configuration, mark
+// the third not run, and count as failed (ffpa-bench exits 1 on it).
+#include <catch2/catch.hpp>
+
+#include "core/results.hpp"
+#include "ffpa_support.hpp"
+#include "plan/plan.hpp"
+#include "report/results_json.hpp"
+#include "runner/runner.hpp"
+#include "variants/registry.hpp"
+
+namespace ffpa::test {
+void launch_trap(cudaStream_t);
+}
+
+using namespace ffpa;
+
+namespace {
+
+// ffpa-fwd-sm80, except that its launches trap on the problem named "trap".
+class TrapOp : public Op {
+ public:
+  TrapOp(std::unique_ptr<Op> inner, bool trap) : inner_(std::move(inner)), trap_(trap) {}
+  void launch(cudaStream_t s) override {
+    inner_->launch(s);
+    if (trap_) test::launch_trap(s);
+  }
+
+ private:
+  std::unique_ptr<Op> inner_;
+  bool trap_;
+};
+
+class TrapVariant : public Variant {
+ public:
+  explicit TrapVariant(std::unique_ptr<Variant> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return "fault-drill"; }
+  Pass pass() const override { return inner_->pass(); }
+  std::vector<std::string> knob_names() const override { return inner_->knob_names(); }
+  Knobs default_knobs(const Problem& p) const override { return inner_->default_knobs(p); }
+  Support supports(const Problem& p) const override { return inner_->supports(p); }
+  Support supports(const Problem& p, const Knobs& k, const gpu::DeviceInfo& d) const override {
+    return inner_->supports(p, k, d);
+  }
+  Support compile(const Problem& p, const Knobs& k, const gpu::DeviceInfo& d) const override {
+    return inner_->compile(p, k, d);
+  }
+  std::unique_ptr<Op> bind(const Problem& p, const Knobs& k, AttnTensors& t) override {
+    return std::make_unique<TrapOp>(inner_->bind(p, k, t), p.case_name == "trap");
+  }
+
+ private:
+  std::unique_ptr<Variant> inner_;
+};
+
+class FileObserver : public RunObserver {
+ public:
+  explicit FileObserver(std::filesystem::path file) : file_(std::move(file)) {}
+  void on_row(const Results& partial) override { write_results_atomic(file_, partial); }
+
+ private:
+  std::filesystem::path file_;
+};
+
+}  // namespace
+
+TEST_CASE("a kernel that traps mid-sweep fails its row, keeps the rows before, names itself",
+          "[fault]") {
+  test::FreshCache cache;
+  Registry reg;
+  for (auto& v : make_variants())
+    if (v->name() == "ffpa-fwd-sm80")
+      reg.variants.push_back(std::make_unique<TrapVariant>(std::move(v)));
+  REQUIRE(reg.variants.size() == 1);
+
+  Plan plan;
+  for (const char* name : {"before", "trap", "after"}) {
+    PlanItem item;
+    item.problem = test::make(1, 4, 4, 256, 256, 128);
+    item.problem.case_name = name;
+    item.pass = Pass::fwd;
+    item.flops = item.problem.flops(Pass::fwd);
+    item.tensor_bytes = tensor_bytes(item.problem, Pass::fwd);
+    plan.items.push_back(item);
+  }
+  Options opts;
+  opts.baseline = BaselineMode::none;
+  opts.tuning_cache = (cache.dir.path() / "tuning.json").string();
+  const gpu::DeviceInfo dev = gpu::open_device(0);
+  const auto file = cache.dir.path() / "results.json";
+  FileObserver obs(file);
+  const Results res = run_plan(plan, opts, dev, reg, obs);
+
+  const Results disk = load_results(file);
+  REQUIRE(disk.rows.size() == 3);
+  REQUIRE(disk.rows[0].ffpa);
+  CHECK(disk.rows[0].ffpa->status == Status::ok);
+  const Knobs knobs = reg.variants[0]->default_knobs(plan.items[1].problem);
+  REQUIRE(disk.rows[1].baselines.size() == 1);
+  const Measurement& lost = disk.rows[1].baselines[0];
+  CHECK(lost.status == Status::failed);
+  CHECK_THAT(lost.reason,
+             Catch::Contains("CUDA context lost: fault-drill [" + to_string(knobs) + "]"));
+  REQUIRE(disk.rows[2].baselines.size() == 1);
+  CHECK_THAT(disk.rows[2].baselines[0].reason, Catch::StartsWith("not run: CUDA context lost"));
+  CHECK(disk.complete);
+  CHECK(failed_measurements(disk) == 1);
+}
