@@ -1,6 +1,7 @@
 // ffpa-bench: benchmark and autotune FFPA attention kernels against cuDNN and unfused attention.
 // Data flows one way: CLI -> plan -> runner -> results -> report.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -43,12 +44,26 @@ std::string file_stem(const std::string& gpu) {
   return "ffpa_" + s;
 }
 
-// An output directory named by `flag`, created now: a bad one is bad input (exit 2), found before
-// any GPU work.
-fs::path output_dir(const std::string& dir, const std::string& flag) {
+// Checks, without creating anything, that the directory named by `flag` exists or can be created
+// and written: a bad one is bad input (exit 2), found before any GPU work.
+void check_output_dir(const std::string& dir, const std::string& flag) {
   std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    throw InputError("command line", flag, dir + " exists and is not a directory");
+  fs::path p = fs::absolute(dir, ec);
+  while (!ec && !fs::exists(p, ec) && p.has_relative_path()) p = p.parent_path();
+  if (ec) throw InputError("command line", flag, "cannot use " + dir + ": " + ec.message());
+  if (!fs::is_directory(p, ec))
+    throw InputError("command line", flag,
+                     p.string() == fs::absolute(dir).string()
+                         ? dir + " exists and is not a directory"
+                         : "cannot create " + dir + ": " + p.string() + " is not a directory");
+  if (::access(p.c_str(), W_OK | X_OK) != 0)
+    throw InputError("command line", flag, "cannot write into " + p.string() + ": " + errno_text());
+}
+
+// The directory named by `flag`, checked and created.
+fs::path output_dir(const std::string& dir, const std::string& flag) {
+  check_output_dir(dir, flag);
+  std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw InputError("command line", flag, "cannot create " + dir + ": " + ec.message());
   return dir;
@@ -144,8 +159,8 @@ int run(const Options& opts) {
     return 0;
   }
   if (!opts.compile_only.empty()) return compile_only(plan, variants, opts);
-  const fs::path out = output_dir(opts.out, "--out");
-  if (!opts.save_tensors.empty()) output_dir(opts.save_tensors, "--save-tensors");
+  check_output_dir(opts.out, "--out");
+  if (!opts.save_tensors.empty()) check_output_dir(opts.save_tensors, "--save-tensors");
   TuningCache::load(tuning_cache_path(opts));  // InputError when the path cannot be read
   gpu::DeviceInfo dev;
   try {
@@ -156,6 +171,7 @@ int run(const Options& opts) {
                  "GPU)\n";
     return kExitNoGpu;
   }
+  const fs::path out = output_dir(opts.out, "--out");
   const fs::path json = out / (file_stem(dev.name) + "_results.json");
   ConsoleObserver obs(json, wants(opts, "json"));
   const Results results = run_plan(plan, opts, dev, reg, obs);
@@ -197,7 +213,7 @@ int report_cmd(const Options& opts) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  install_interrupt_handlers();
+  catch_interrupts();
   try {
     const auto opts = parse_cli(argc, argv);
     if (!opts) return 0;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "gpu/cuda.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;
@@ -115,6 +116,14 @@ TEST_CASE("bad input is exit 2 before any device is looked for", "[exe]") {
             "cfg: /: is a directory");
 }
 
+TEST_CASE("without a GPU a run is exit 3, says what works, and leaves nothing behind", "[exe]") {
+  if (ffpa::gpu::available()) return;  // it would run
+  TempDir t;
+  write_file(t.path() / "cfg/ok.json", kOk);
+  CHECK_RUN(run(t.path(), {"--config", "cfg/ok.json", "--fwd"}), 3, "--compile-only");
+  CHECK_FALSE(fs::exists(t.path() / "ffpa-out"));
+}
+
 TEST_CASE("a dry run with --tune checks the grids", "[exe]") {
   TempDir t;
   write_file(t.path() / "g/ffpa-fwd-sm80.json", "{\"variant\": ");
@@ -170,7 +179,7 @@ TEST_CASE("compare refuses runs of different GPUs unless asked", "[exe]") {
   CHECK_RUN(run(t.path(), {"compare", "base.json", "."}), 2, ".: /: is a directory");
 }
 
-TEST_CASE("--compile-only fails when nothing compiles or nothing can be cached", "[exe]") {
+TEST_CASE("compile-only fails when nothing compiles or nothing can be cached", "[exe]") {
   TempDir t;
   write_file(t.path() / "cfg/ok.json", kOk);
   write_file(t.path() / "afile", "x");

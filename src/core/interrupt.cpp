@@ -1,41 +1,52 @@
 #include "core/interrupt.hpp"
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace ffpa {
 namespace {
 
 std::atomic<int> g_signal{0};
-static_assert(std::atomic<int>::is_always_lock_free, "used from a signal handler");
 
-void on_signal(int sig) {
-  int expected = 0;
-  if (g_signal.compare_exchange_strong(expected, sig)) {
-    constexpr char msg[] =
-        "\nffpa-bench: interrupted; finishing the current step and saving (again to quit now)\n";
+// Runs on its own thread: SIGINT and SIGTERM are blocked in every thread and taken here with
+// sigwait, so no handler ever runs. NVRTC installs its own SIGINT/SIGTERM handlers while it
+// compiles (they end the process with status 4); blocked signals never reach them.
+void wait_for_signals(sigset_t set) {
+  while (true) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    int expected = 0;
+    if (g_signal.compare_exchange_strong(expected, sig)) {
+      constexpr char msg[] =
+          "\nffpa-bench: interrupted; finishing the current step and saving (again to quit now)\n";
+      (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+      continue;
+    }
+    constexpr char msg[] = "\nffpa-bench: interrupted twice; quitting without saving\n";
     (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
-    return;
+    ::_exit(128 + sig);
   }
-  constexpr char msg[] = "\nffpa-bench: interrupted twice; quitting without saving\n";
-  (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
-  ::_exit(128 + sig);
 }
 
 }  // namespace
 
-void install_interrupt_handlers() {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  // No SA_RESTART: a blocking read or sleep returns EINTR and the caller reaches its check sooner.
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+void catch_interrupts() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    // Threads started later (compilers, CUDA's) inherit the mask.
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    std::thread(wait_for_signals, set).detach();
+  });
 }
 
 int interrupted() {

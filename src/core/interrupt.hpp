@@ -7,8 +7,9 @@
 
 namespace ffpa {
 
-// Installs the handlers (idempotent).
-void install_interrupt_handlers();
+// Blocks SIGINT and SIGTERM in this and every later thread and takes them on a thread of its own
+// (idempotent). Call first in main, before any other thread exists.
+void catch_interrupts();
 // The signal received so far (SIGINT or SIGTERM), or 0.
 int interrupted();
 // 130 for SIGINT, 143 for SIGTERM.
