@@ -8,7 +8,9 @@
 //                 half of it and multicasts it to both), halving the L2 traffic per FLOP
 //   FFPA_PSMEM    0: a consumer's own PV takes P from registers (wgmma RS); 1: from sP like the
 //                 other consumer's (SS): 16 registers fewer, 64 KB more shared reads a pair
-//   FFPA_BF16, FFPA_CAUSAL as in ffpa_fwd.cuh (no bias, dropout or split-KV here)
+//   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DROPOUT as in ffpa_fwd.cuh (no split-KV here): the
+//                 bias is read from global memory in the softmax (any broadcast shape, through its
+//                 strides; a key bias stays in L1), the keep bits are drawn there per element pair
 //
 // A CTA holds 64 query rows (of the packed group * Nq rows of one kv head) and walks the keys in
 // pairs of 64-key blocks. Consumer c (0 or 1) owns block 2t + c of pair t:
@@ -182,8 +184,13 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
     for (int h = 0; h < 2; ++h) {
       const int row = wq * 16 + (lane >> 2) + h * 8;
       // Columns kof >= lim are masked: past Nkv, or past the row's last causal key.
-      int lim = p.Nkv - key0;
+      const int kv_lim = p.Nkv - key0;
+      int lim = kv_lim;
       if (FFPA_CAUSAL) lim = min(lim, srow[row] + diag - key0 + 1);
+#if FFPA_BIAS
+      const long long boff = b * p.bias_batch_stride + srow[BR + row] * p.bias_head_stride +
+                             srow[row] * p.bias_row_stride + key0;
+#endif
       float v = NEG_INF;
 #pragma unroll
       for (int n = 0; n < 8; ++n)
@@ -191,6 +198,9 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
         for (int e = 0; e < 2; ++e) {
           const int kof = n * 8 + e;
           float x = s[n][h * 2 + e] * p.scale_log2;
+#if FFPA_BIAS
+          if (kof < kv_lim) x += bias_at(p, boff + kof) * LOG2E;
+#endif
           if (edge && kof >= lim) x = NEG_INF;
           s[n][h * 2 + e] = x;
           v = fmaxf(v, x);
@@ -205,6 +215,17 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
     u32 pa[4][4];  // P as the A fragments of the own PV (k16 step ks: n8 groups 2 ks, 2 ks + 1)
     float alpha[2];
     const u32 sPown = opaque(sP + C * (BR * BC * 2));
+#if FFPA_DROPOUT
+    // Keep bits of this thread's 32 elements; lanes 2i and 2i + 1 share each Philox block.
+    const int drow = wq * 16 + (lane >> 2) + (lane & 1) * 8;
+    const u32 keep = dropout_keep_bits<8>(
+        p.dropout_seed,
+        p.dropout_offset +
+            (((unsigned long long)b * p.Hq + srow[BR + drow]) * p.Nq + srow[drow]) *
+                (unsigned long long)p.Nkv +
+            key0 - (lane & 1) * 2,
+        p.dropout_p, lane);
+#endif
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = wq * 16 + (lane >> 2) + h * 8;
@@ -215,8 +236,12 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
       float sum = 0.f;
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
-        const float p0 = exp2f(s[n][h * 2] - base), p1 = exp2f(s[n][h * 2 + 1] - base);
+        float p0 = exp2f(s[n][h * 2] - base), p1 = exp2f(s[n][h * 2 + 1] - base);
         sum += p0 + p1;
+#if FFPA_DROPOUT
+        if (!((keep >> ((n * 2 + h) * 2)) & 1)) p0 = 0.f;
+        if (!((keep >> ((n * 2 + h) * 2 + 1)) & 1)) p1 = 0.f;
+#endif
         const u32 pk = pack2(p0, p1);
         if (!PSMEM) pa[n / 2][(n & 1) * 2 + h] = pk;
         asm volatile(
@@ -287,7 +312,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
     const int i = m0 + row;
     if (i >= rows_total) continue;
     const float l = lsum[h] + ssum[(1 - C) * BR + row];
-    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float inv = l > 0.f ? p.dropout_scale / l : 0.f;
     const int hq = kvh * p.group + i / p.Nq, r = i % p.Nq;
     if (C == 0 && (lane & 3) == 0)
       p.lse[((long long)b * p.Hq + hq) * p.Nq + r] =

@@ -59,8 +59,6 @@ std::string problem_check(const Problem& pr) {
   if (s.D < kMinD || s.D > kMaxD)
     return "D=" + n(s.D) + ": ffpa-fwd-sm90ws needs " + n(kMinD) + ".." + n(kMaxD) +
            " (O split over two consumers, in registers)";
-  if (pr.mask != MaskKind::none) return "additive bias: not in ffpa-fwd-sm90ws yet";
-  if (pr.dropout > 0) return "dropout: not in ffpa-fwd-sm90ws yet";
   if (s.group() * s.Nq < 128)
     return "fewer than 128 query rows per kv head (decode): the split-KV kernels fill the GPU";
   return {};
@@ -109,9 +107,9 @@ std::string check(const Config& c, int D, int smem_limit) {
 
 std::vector<std::string> nvrtc_options(const Config& c, const fwd::Features& f) {
   const auto d = define;
-  return {d("FFPA_D", f.D),         d("FFPA_SLOTS", c.slots), d("FFPA_CLUSTER", c.cluster),
-          d("FFPA_PSMEM", c.psmem), d("FFPA_BF16", f.bf16),   d("FFPA_CAUSAL", f.causal),
-          d("FFPA_BIAS", 0),        d("FFPA_DROPOUT", 0)};
+  return {d("FFPA_D", f.D),         d("FFPA_SLOTS", c.slots),    d("FFPA_CLUSTER", c.cluster),
+          d("FFPA_PSMEM", c.psmem), d("FFPA_BF16", f.bf16),      d("FFPA_CAUSAL", f.causal),
+          d("FFPA_BIAS", f.bias),   d("FFPA_DROPOUT", f.dropout)};
 }
 
 nvrtc::Compiled compile(const Config& c, const fwd::Features& f) {

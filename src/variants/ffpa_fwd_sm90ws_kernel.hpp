@@ -31,7 +31,7 @@ struct Config {
 constexpr int kMinD = 72;   // two O panels: one per consumer
 constexpr int kMaxD = 512;  // O (64 x D/2 fp32 a consumer) lives in registers
 
-// Empty when the kernel handles the problem: D, features (no bias, no dropout), enough query rows.
+// Empty when the kernel handles the problem: D and enough query rows.
 std::string problem_check(const Problem&);
 
 const std::vector<std::string>& knob_names();
