@@ -1,8 +1,12 @@
 // Fault drill: a variant whose kernel traps on the second of three rows. The sweep must keep the
 // first row in the results file, fail the second naming the variant and its configuration, mark
-// the third not run, and count as failed (ffpa-bench exits 1 on it).
+// the third not run, and count as failed (ffpa-bench exits 1 on it). And a tuned sweep that gets
+// SIGINT after its first row keeps that row and the configuration its search stored.
 #include <catch2/catch.hpp>
 
+#include <csignal>
+
+#include "core/interrupt.hpp"
 #include "core/results.hpp"
 #include "ffpa_support.hpp"
 #include "plan/plan.hpp"
@@ -54,16 +58,69 @@ class TrapVariant : public Variant {
   std::unique_ptr<Variant> inner_;
 };
 
+// Writes the results after every row, as ffpa-bench does; with `signal`, raises it (through the
+// interrupt flag SIGINT sets) once the first row is written.
 class FileObserver : public RunObserver {
  public:
-  explicit FileObserver(std::filesystem::path file) : file_(std::move(file)) {}
-  void on_row(const Results& partial) override { write_results_atomic(file_, partial); }
+  explicit FileObserver(std::filesystem::path file, int signal = 0)
+      : file_(std::move(file)), signal_(signal) {}
+  void on_row(const Results& partial) override {
+    write_results_atomic(file_, partial);
+    if (signal_) set_interrupted(signal_);
+  }
 
  private:
   std::filesystem::path file_;
+  int signal_;
 };
 
+Plan three_rows(const std::vector<std::string>& names) {
+  Plan plan;
+  for (const std::string& name : names) {
+    PlanItem item;
+    item.problem = test::make(1, 4, 4, 256, 256, 128);
+    item.problem.case_name = name;
+    item.pass = Pass::fwd;
+    item.flops = item.problem.flops(Pass::fwd);
+    item.tensor_bytes = tensor_bytes(item.problem, Pass::fwd);
+    plan.items.push_back(item);
+  }
+  return plan;
+}
+
 }  // namespace
+
+// First: after the trap this process has no usable CUDA context.
+TEST_CASE("a signal mid-sweep keeps the finished rows and what the searches found", "[fault]") {
+  test::FreshCache cache;
+  Registry reg;
+  for (auto& v : make_variants())
+    if (v->name() == "ffpa-fwd-sm80") reg.variants.push_back(std::move(v));
+  REQUIRE(reg.variants.size() == 1);
+  const Plan plan = three_rows({"first", "second", "third"});
+  Options opts;
+  opts.baseline = BaselineMode::none;
+  opts.tune = TuneMode::fast;
+  opts.tuning_cache = (cache.dir.path() / "tuning.json").string();
+  const gpu::DeviceInfo dev = gpu::open_device(0);
+  const auto file = cache.dir.path() / "results.json";
+  FileObserver obs(file, SIGINT);
+  const Results res = run_plan(plan, opts, dev, reg, obs);
+  set_interrupted(0);
+
+  CHECK_FALSE(res.complete);
+  REQUIRE(res.rows.size() == 1);
+  REQUIRE(res.rows[0].ffpa);
+  CHECK(res.rows[0].ffpa->status == Status::ok);
+  CHECK(res.rows[0].ffpa->config_source == "tuned");
+  CHECK(load_results(file).rows.size() == 1);
+  // Saved by the search itself, before the signal.
+  const TuningCache saved = TuningCache::load(opts.tuning_cache);
+  CHECK(saved.warning().empty());
+  const CacheKey key = make_cache_key(dev, "ffpa-fwd-sm80", plan.items[0].problem, Pass::fwd);
+  REQUIRE(saved.find(key));
+  CHECK(saved.find(key)->knobs == res.rows[0].ffpa->config);
+}
 
 TEST_CASE("a kernel that traps mid-sweep fails its row, keeps the rows before, names itself",
           "[fault]") {
@@ -74,16 +131,7 @@ TEST_CASE("a kernel that traps mid-sweep fails its row, keeps the rows before, n
       reg.variants.push_back(std::make_unique<TrapVariant>(std::move(v)));
   REQUIRE(reg.variants.size() == 1);
 
-  Plan plan;
-  for (const char* name : {"before", "trap", "after"}) {
-    PlanItem item;
-    item.problem = test::make(1, 4, 4, 256, 256, 128);
-    item.problem.case_name = name;
-    item.pass = Pass::fwd;
-    item.flops = item.problem.flops(Pass::fwd);
-    item.tensor_bytes = tensor_bytes(item.problem, Pass::fwd);
-    plan.items.push_back(item);
-  }
+  const Plan plan = three_rows({"before", "trap", "after"});
   Options opts;
   opts.baseline = BaselineMode::none;
   opts.tuning_cache = (cache.dir.path() / "tuning.json").string();
