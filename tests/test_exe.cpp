@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "gpu/cuda.hpp"
+#include "plan/plan.hpp"
+#include "runner/runner.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;
@@ -205,6 +207,43 @@ TEST_CASE("compile-only fails when nothing compiles or nothing can be cached", "
   fs::create_directories(cubins[0]);
   CHECK_RUN(run(t.path(), one, {"XDG_CACHE_HOME=xdg"}), 1, "the cubin cache was not filled");
   CHECK(count_containing(dir, ".tmp") == 0);
+}
+
+TEST_CASE("compile-only warns about a bad tuning cache and compiles what its arch stored",
+          "[exe]") {
+  TempDir t;
+  write_file(t.path() / "cfg/ok.json", kOk);
+  const std::vector<std::string> env = {"XDG_CACHE_HOME=xdg"};
+  std::vector<std::string> args = {
+      "--config",       "cfg/ok.json",    "--fwd", "--dtype", "bf16", "--variant",
+      "ffpa-fwd-sm80",  "--compile-only", "sm_80", "-j",      "1",    "-v",
+      "--tuning-cache", "tuning.json"};
+  write_file(t.path() / "tuning.json", "{\"schema\": 99, \"entries\": []}");
+  CHECK_RUN(run(t.path(), args, env), 0, "warning: tuning.json: unusable tuning cache");
+
+  // What an A100 run stored (another configuration than the default) is compiled for sm_80.
+  using namespace ffpa;
+  Options o;
+  o.config = (t.path() / "cfg/ok.json").string();
+  o.bwd = false;
+  const Plan plan = make_plan(o);
+  const Registry reg = Registry::make();
+  const Variant* v = selected_variants(reg, {"ffpa-fwd-sm80"}).front();
+  gpu::DeviceInfo a100 = gpu::known_device("sm_80");
+  a100.name = "NVIDIA A100-SXM4-80GB";
+  a100.driver_version = 12040;
+  const Problem& p = plan.items.front().problem;
+  Knobs tuned;
+  for (const Knobs& k : grid_points(variant_grid(*v), TuneMode::fast))
+    if (k != v->default_knobs(p) && v->supports(p, k, a100).ok()) tuned = k;
+  REQUIRE_FALSE(tuned.empty());
+  fs::remove(t.path() / "tuning.json");
+  TuningCache cache = TuningCache::load((t.path() / "tuning.json").string());
+  cache.store(make_cache_key(a100, v->name(), p, Pass::fwd), tuned, 1.0);
+  cache.save();
+  const Done d = run(t.path(), args, env);
+  CHECK_RUN(d, 0, "Compiled 2 kernel configurations");
+  CHECK_THAT(d.out, Catch::Contains("| " + to_string(tuned) + " | cache | ok |"));
 }
 
 TEST_CASE("a cubin cache entry that does not match its manifest is compiled again", "[exe]") {
