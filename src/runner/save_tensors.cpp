@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/npy.hpp"
 #include "reference/reference.hpp"
@@ -23,7 +24,10 @@ std::string save_tensors(const std::string& dir, const AttnTensors& t, Pass pass
        "x" + std::to_string(s.Hq) + "x" + std::to_string(s.Hkv) + "x" + std::to_string(s.Nq) + "x" +
        std::to_string(s.Nkv) + "x" + std::to_string(s.D));
   const fs::path outputs = out / impl;
-  fs::create_directories(outputs);
+  std::error_code ec;
+  fs::create_directories(outputs, ec);
+  // A RunError fails this measurement with the reason; the sweep goes on.
+  if (ec) throw RunError("--save-tensors: cannot create " + outputs.string() + ": " + ec.message());
   const Elem in = p.dtype == Dtype::bf16 ? Elem::bf16 : Elem::f16;
   const Elem mask_elem = p.mask_dtype == MaskDtype::fp32 ? Elem::f32 : in;
   const std::vector<int64_t> q_shape{s.B, s.Hq, s.Nq, s.D}, kv_shape{s.B, s.Hkv, s.Nkv, s.D},
