@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <limits>
+
+#include "baselines/unfused.hpp"
 #include "cases/cases.hpp"
 #include "core/error.hpp"
 #include "plan/plan.hpp"
@@ -192,23 +195,62 @@ TEST_CASE("plan sweeps: B, H and forced Hkv, Nq, Nkv", "[plan]") {
   CHECK_THAT(causal.reason(), Catch::Contains("case \"masked\""));
 }
 
-TEST_CASE("plan: sweep values the cases cannot take", "[plan]") {
+TEST_CASE("plan: sweep values the cases cannot take are blamed on their flags", "[plan]") {
   Fixture f;
   f.opts.D = {64, 100};
   const InputError e = thrown([&] { make_plan(f.opts); });
-  CHECK(e.where() == f.opts.config);
-  CHECK(e.path() == "/cases/0/D");
+  CHECK(e.where() == "command line");
+  CHECK(e.path() == "--D");
   CHECK_THAT(e.reason(), Catch::Contains("D=100"));
+  CHECK_THAT(e.reason(), Catch::Contains(f.opts.config + " /cases/0/D"));
 
   f.opts.D.clear();
   f.opts.H = {6};  // "masked" needs H/2 to divide... it does; and 6 heads are fine
   CHECK(make_plan(f.opts).items.size() == 8);
   f.opts.H = {7};
-  CHECK(thrown([&] { make_plan(f.opts); }).path() == "/cases/1/Hkv");
+  CHECK(thrown([&] { make_plan(f.opts); }).path() == "--H");
+
+  // An error the file has at its own defaults stays the file's.
+  test::write_file(f.dir.path() / "bad.json",
+                   R"({"defaults": {"B": 1, "H": 8, "N": 256, "D": 100, "dtypes": ["bf16"]},
+                       "cases": [{"name": "a"}]})");
+  f.opts.config = (f.dir.path() / "bad.json").string();
+  f.opts.H = {16};
+  CHECK(thrown([&] { make_plan(f.opts); }).path() == "/cases/0/D");
 
   f.opts.H.clear();
   f.opts.config = (f.dir.path() / "missing.json").string();
   CHECK(thrown([&] { make_plan(f.opts); }).path() == "--config");
+}
+
+TEST_CASE("plan: a sweep beyond the limit is refused before it is built", "[plan]") {
+  Fixture f;
+  for (int64_t i = 1; i <= 200; ++i) {
+    f.opts.B.push_back(i);
+    f.opts.H.push_back(2 * i);
+  }
+  for (int64_t n = 8; n <= 1600; n += 8) f.opts.N.push_back(n);
+  const InputError e = thrown([&] { make_plan(f.opts); });
+  CHECK(e.where() == "command line");
+  CHECK(e.path() == "--B/--H/--N");
+  CHECK_THAT(e.reason(), Catch::Contains("more than 100000 measurements"));
+}
+
+TEST_CASE("plan: a relative config outside configs/ is not looked up elsewhere", "[plan]") {
+  Fixture f;
+  f.opts.config = "no/such/dir/two.json";
+  const InputError e = thrown([&] { make_plan(f.opts); });
+  CHECK(e.path() == "--config");
+  CHECK_THAT(e.reason(), Catch::Contains("no/such/dir/two.json: cannot open"));
+}
+
+TEST_CASE("unfused memory does not overflow at the largest lengths", "[plan]") {
+  Problem p;
+  p.shape = {1, 32, 32, 2147483647, 2147483647, 512};
+  p.dtype = Dtype::bf16;
+  CHECK(unfused_extra_bytes(p, Pass::fwd) == std::numeric_limits<int64_t>::max());
+  p.shape = {1, 32, 32, 8192, 8192, 512};
+  CHECK(unfused_extra_bytes(p, Pass::fwd) > int64_t{32} * 8192 * 8192 * 2);
 }
 
 TEST_CASE("tensor bytes", "[plan]") {

@@ -431,10 +431,65 @@ TEST_CASE("load_results reports unreadable and malformed files", "[json]") {
     FAIL("no InputError");
   } catch (const InputError& e) {
     REQUIRE(e.where() == bad.string());
-    REQUIRE(e.path() == "/");
-    REQUIRE(e.reason().rfind("not valid JSON", 0) == 0);
+    REQUIRE(e.path() == "line 1, column 22");
+    REQUIRE(e.reason().rfind("invalid JSON", 0) == 0);
   }
   REQUIRE_THROWS_AS(load_results(dir.path() / "absent.json"), InputError);
+  const InputError d = test::thrown([&] { load_results(dir.path()); });
+  CHECK(d.reason() == "is a directory, not a file");
+}
+
+TEST_CASE("the results loader refuses what it cannot trust", "[json]") {
+  const nlohmann::json good = to_json(sample_results());
+  REQUIRE(good["rows"][0]["ffpa"]["status"] == "ok");
+  REQUIRE(good["rows"][0]["ffpa"]["checks"][0]["pass"] == true);
+  const auto error_of = [](const nlohmann::json& j) {
+    const InputError e = test::thrown([&] { results_from_json(j, "run.json"); });
+    return e.path() + ": " + e.reason();
+  };
+  const std::string timing = "/rows/0/ffpa/timing/";
+  for (const nlohmann::json bad :
+       {nlohmann::json(0), nlohmann::json(-5), nlohmann::json("nan"), nlohmann::json("inf")}) {
+    INFO(bad.dump());
+    nlohmann::json j = good;
+    j["rows"][0]["ffpa"]["timing"]["median_ms"] = bad;
+    CHECK(error_of(j) == timing + "median_ms: an ok measurement needs a positive, finite median");
+  }
+  nlohmann::json j = good;
+  j["rows"][0]["ffpa"]["timing"]["stdev_ms"] = "inf";
+  CHECK(error_of(j) == timing + "stdev_ms: an ok measurement needs a finite, non-negative value");
+  j = good;
+  j["rows"][0]["ffpa"]["timing"]["samples"] = -3;
+  CHECK(error_of(j) == timing + "samples: an ok measurement needs at least one sample");
+  j = good;
+  j["rows"][0]["ffpa"]["checks"][0]["nonfinite"] = 5;
+  CHECK(error_of(j) == "/rows/0/ffpa/checks/0/pass: true with 5 non-finite values");
+  j = good;
+  j["rows"][0]["ffpa"]["checks"][0]["max_abs"] = "nan";
+  CHECK(error_of(j) == "/rows/0/ffpa/checks/0/pass: true with a non-finite error");
+  j = good;
+  j["rows"][0]["ffpa"]["peak_mem_bytes"] = 18446744073709551616.0;  // 2^64
+  CHECK(error_of(j) == "/rows/0/ffpa/peak_mem_bytes: integer out of range");
+  j = good;
+  j["rows"][0]["ffpa"]["timing"]["median_msec"] = 1.0;
+  CHECK(error_of(j) == timing + "median_msec: unknown key");
+  j = good;
+  j["env"]["gpus"] = "x";
+  CHECK(error_of(j) == "/env/gpus: unknown key");
+}
+
+TEST_CASE("a duplicate key in a results file is refused where it is", "[json]") {
+  test::TempDir dir;
+  const fs::path file = dir.path() / "dup.json";
+  std::string text = to_json(sample_results()).dump(1);
+  const std::string median = "\"median_ms\":";
+  const size_t at = text.find(median);
+  REQUIRE(at != std::string::npos);
+  text.insert(at, median + " 0.001, ");
+  test::write_file(file, text);
+  const InputError e = test::thrown([&] { load_results(file); });
+  CHECK_THAT(e.path(), Catch::StartsWith("/rows/0/") && Catch::EndsWith("/timing/median_ms"));
+  CHECK(e.reason() == "duplicate key");
 }
 
 TEST_CASE("write_results_atomic replaces the file and leaves no temporary", "[json]") {

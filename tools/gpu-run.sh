@@ -7,8 +7,9 @@
 # Several steps can be chained: tools/gpu-run.sh tests -- bench smoke --config configs/smoke.json
 # Logs and results go under $OUT (default gpu-out/), one NAME.tgz per bench, to be copied back.
 # Benches share the tuning cache $OUT/tuning.json, seeded from .stage/tuning.json when present.
-# BENCH_TIMEOUT (seconds) stops a bench early: its finished rows are kept. BENCH names another
-# ffpa-bench binary (an experiment build staged beside the normal one).
+# BENCH_TIMEOUT (seconds) stops a bench early with BENCH_SIGNAL (default TERM; INT is Ctrl-C): its
+# finished rows and its tuning cache are kept. BENCH names another ffpa-bench binary (an experiment
+# build staged beside the normal one).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.stage}
@@ -42,8 +43,9 @@ while [ $# -gt 0 ]; do
     bench)
       name=${args[0]}; args=("${args[@]:1}")
       echo "== ffpa-bench ${args[*]} (results in $name/)"
-      timeout "${BENCH_TIMEOUT:-3600}" "${BENCH:-$BIN/ffpa-bench}" "${args[@]}" --out "$OUT/$name" \
-        --tuning-cache "$OUT/tuning.json" >"$OUT/$name.stdout" 2>"$OUT/$name.log"
+      timeout -s "${BENCH_SIGNAL:-TERM}" "${BENCH_TIMEOUT:-3600}" "${BENCH:-$BIN/ffpa-bench}" \
+        "${args[@]}" --out "$OUT/$name" --tuning-cache "$OUT/tuning.json" \
+        >"$OUT/$name.stdout" 2>"$OUT/$name.log"
       r=$?; [ $r -eq 0 ] || rc=1
       echo "exit $r"; tail -n 40 "$OUT/$name.stdout"
       # One archive per run (results, stdout, log): one file to copy back.

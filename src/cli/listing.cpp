@@ -105,6 +105,7 @@ std::string render_dry_run(const Plan& plan, const Registry& reg) {
   out += "|---|---|---|---|---|---|---|---|---|---|\n";
   double total_flops = 0;
   int64_t peak = 0;
+  std::string peak_by;  // the baseline whose memory the largest item counts, if one runs
   for (size_t i = 0; i < plan.items.size(); ++i) {
     const PlanItem& it = plan.items[i];
     std::string runs;
@@ -130,12 +131,30 @@ std::string render_dry_run(const Plan& plan, const Registry& reg) {
         features(it.problem), it.flops / 1e9, mib(it.tensor_bytes),
         extra_by.empty() ? "-" : mib(extra) + " (" + extra_by + ")", runs.empty() ? "-" : runs);
     total_flops += it.flops;
-    peak = std::max(peak, it.tensor_bytes + extra);
+    if (it.tensor_bytes + extra > peak) {
+      peak = it.tensor_bytes + extra;
+      peak_by = extra_by;
+    }
   }
-  out += fmt::format(
-      "\nTotal: {:.1f} TFLOP of attention; largest item needs {} MiB with its largest "
-      "baseline.\n",
-      total_flops / 1e12, mib(peak));
+  out += fmt::format("\nTotal: {:.1f} TFLOP of attention; largest item needs {} MiB{}.\n",
+                     total_flops / 1e12, mib(peak),
+                     peak_by.empty() ? "" : " with its largest baseline");
+  return out;
+}
+
+std::string nothing_compiled(const Plan& plan, const std::vector<Variant*>& variants,
+                             const gpu::DeviceInfo& dev) {
+  std::set<std::string> reasons;
+  for (const PlanItem& it : plan.items)
+    for (const Variant* v : variants) {
+      if (v->pass() != it.pass) continue;
+      Support s = v->supports(it.problem);
+      if (s.ok()) s = v->supports(it.problem, v->default_knobs(it.problem), dev);
+      if (!s.ok()) reasons.insert(v->name() + ": " + s.reason);
+    }
+  if (reasons.empty()) return "no selected variant runs the planned passes";
+  std::string out;
+  for (const auto& r : reasons) out += (out.empty() ? "" : "; ") + r;
   return out;
 }
 

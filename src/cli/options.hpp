@@ -25,7 +25,8 @@ struct Options : PlanRequest, RunSettings, ReportOptions {
 
   // compare
   std::string base_file, new_file;
-  double threshold = 5.0;  // percent
+  double threshold = 5.0;             // percent
+  bool allow_different_gpus = false;  // else runs of two GPUs are refused (exit 2)
 
   // report
   std::string report_file;

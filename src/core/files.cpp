@@ -1,6 +1,7 @@
 #include "core/files.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -10,13 +11,47 @@
 #include "core/error.hpp"
 
 namespace ffpa {
-namespace {
 
 std::string errno_text() {
   return std::strerror(errno);
 }
 
-}  // namespace
+std::string read_input_file(const std::filesystem::path& path, int64_t max_bytes) {
+  const std::string file = path.string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError(file, "/", "cannot open: " + errno_text());
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const std::string why = errno_text();
+    ::close(fd);
+    throw InputError(file, "/", "cannot read: " + why);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw InputError(file, "/", "is a directory, not a file");
+  }
+  // Devices and pipes (/dev/zero) may never end: only their first max_bytes are read.
+  std::string text;
+  char buf[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string why = errno_text();
+      ::close(fd);
+      throw InputError(file, "/", "cannot read: " + why);
+    }
+    if (n == 0) break;
+    if (static_cast<int64_t>(text.size()) + n > max_bytes) {
+      ::close(fd);
+      throw InputError(
+          file, "/", "larger than " + std::to_string(max_bytes >> 20) + " MiB; not an input file");
+    }
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
   namespace fs = std::filesystem;

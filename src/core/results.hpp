@@ -107,4 +107,7 @@ struct Results {
   bool complete = false;  // false while a sweep is still running or was interrupted
 };
 
+// Measurements that failed: status failed, or checked and wrong. A run with any exits 1.
+int failed_measurements(const Results&);
+
 }  // namespace ffpa

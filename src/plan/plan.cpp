@@ -54,6 +54,54 @@ std::vector<const CaseSpec*> select_cases(const PlanRequest& o, const CaseFile& 
   return out;
 }
 
+// The sweep flags given, as "--B/--N", for messages about what they caused.
+std::string sweep_flags(const PlanRequest& o) {
+  std::string flags;
+  for (const auto& [name, values] :
+       {std::pair<const char*, const std::vector<int64_t>*>{"--B", &o.B},
+        {"--H", &o.H},
+        {"--Hkv", &o.Hkv},
+        {"--N", &o.N},
+        {"--Nq", &o.Nq},
+        {"--Nkv", &o.Nkv},
+        {"--D", &o.D}})
+    if (!values->empty()) flags += (flags.empty() ? "" : "/") + std::string(name);
+  return flags;
+}
+
+// Refuses a sweep too large to run before its points are built.
+void check_sweep_size(const PlanRequest& o, size_t cases, size_t dtypes) {
+  __int128 n = static_cast<__int128>(cases) * dtypes * (o.fwd + o.bwd);
+  for (const auto* v : {&o.B, &o.H, &o.Hkv, &o.N, &o.Nq, &o.Nkv, &o.D})
+    n *= std::max<size_t>(1, v->size());
+  if (n > kMaxPlanItems)
+    throw InputError("command line", sweep_flags(o),
+                     "the sweep has more than " + std::to_string(kMaxPlanItems) +
+                         " measurements; split it into several runs");
+}
+
+// A case that resolves with the file's own B, H, N, D but not at the swept point fails because of
+// the sweep flags: the error names them, the file and field stay in the reason.
+Problem resolve(const PlanRequest& o, const CaseFile& cf, const CaseSpec& c,
+                const SweepPoint& point, Dtype dtype) {
+  try {
+    return resolve_case(cf, c, point, dtype, o.seed);
+  } catch (const InputError& e) {
+    if (e.where() != cf.file || (o.B.empty() && o.H.empty() && o.N.empty() && o.D.empty())) throw;
+    SweepPoint own = cf.defaults;
+    own.Hkv = point.Hkv;
+    own.Nq = point.Nq;
+    own.Nkv = point.Nkv;
+    try {
+      resolve_case(cf, c, own, dtype, o.seed);
+    } catch (const InputError&) {
+      throw e;
+    }
+    throw InputError("command line", sweep_flags(o),
+                     e.reason() + " (" + cf.file + " " + e.path() + ")");
+  }
+}
+
 }  // namespace
 
 std::string item_name(const PlanItem& item) {
@@ -78,6 +126,10 @@ Plan make_plan(const PlanRequest& o, RunSettings settings) {
   const std::string config = find_data_path(o.config);
   const CaseFile cf = load_case_file(config);
   const std::vector<const CaseSpec*> cases = select_cases(o, cf);
+  size_t dtypes = o.dtypes.size();
+  if (o.dtypes.empty())
+    for (const CaseSpec* c : cases) dtypes = std::max(dtypes, c->dtypes.size());
+  check_sweep_size(o, cases.size(), dtypes);
   std::vector<Pass> passes;
   if (o.fwd) passes.push_back(Pass::fwd);
   if (o.bwd) passes.push_back(Pass::bwd);
@@ -89,7 +141,7 @@ Plan make_plan(const PlanRequest& o, RunSettings settings) {
   for (const SweepPoint& point : sweep_points(o, cf.defaults))
     for (const CaseSpec* c : cases)
       for (Dtype dtype : o.dtypes.empty() ? c->dtypes : o.dtypes) {
-        const Problem problem = resolve_case(cf, *c, point, dtype, o.seed);
+        const Problem problem = resolve(o, cf, *c, point, dtype);
         for (Pass pass : passes) {
           PlanItem item;
           item.problem = problem;

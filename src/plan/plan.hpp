@@ -63,9 +63,13 @@ std::string item_name(const PlanItem&);
 // dq, dk, dv and dbias for the backward.
 int64_t tensor_bytes(const Problem&, Pass);
 
+// The most measurements one run plans; a larger sweep is refused (InputError) before it is built.
+constexpr int64_t kMaxPlanItems = 100000;
+
 // Loads request.config, applies the case selection, sweeps and overrides, validates the result
 // and keeps the settings (the tuning cache path resolved). Throws InputError naming the file /
-// JSON path / flag on anything invalid.
+// JSON path / flag on anything invalid; an error that only the sweep values (--B, --H, --N, --D)
+// cause names those flags.
 Plan make_plan(const PlanRequest&, RunSettings settings = {});
 
 }  // namespace ffpa

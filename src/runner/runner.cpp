@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "core/build_info.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
+#include "core/interrupt.hpp"
 #include "core/paths.hpp"
 #include "gpu/nvrtc.hpp"
 #include "gpu/nvtx.hpp"
@@ -98,7 +100,7 @@ class Executor {
                const std::vector<Baseline*>& baselines) {
     const gpu::Range range(item_name(item));
     Row row = make_row(item);
-    save_pending_ = !opts_.save_tensors.empty();
+    inputs_saved_ = false;
     std::unique_ptr<AttnTensors> tensors;
     std::unique_ptr<Reference> ref;
     try {
@@ -138,8 +140,6 @@ class Executor {
       row.baselines.push_back(run_baseline(*b, item, *tensors, ref.get()));
     return row;
   }
-
-  void save_cache() { cache_.save(); }
 
   // Compiles the plan's configurations in parallel before the first row, when there is a cubin
   // cache for bind() to read them from.
@@ -190,8 +190,9 @@ class Executor {
     if (opts_.verbose >= level) obs_.on_log(level, msg);
   }
 
-  // One untimed launch into poisoned outputs is checked against the reference (and saved for
-  // --save-tensors, the first implementation of the row: FFPA when there is one); then timing.
+  // One untimed launch into poisoned outputs is checked against the reference, or scanned for
+  // NaN/Inf under --no-check (and, for --save-tensors, each FFPA variant's outputs are saved under
+  // its own name); then timing.
   void check_and_time(Op& op, const PlanItem& item, AttnTensors& t, const Reference* ref,
                       Measurement& m) {
     const cudaStream_t s = timer_.stream();
@@ -211,14 +212,13 @@ class Executor {
     op.launch(s);
     gpu::check_launch(m.impl.c_str());
     FFPA_CUDA(cudaStreamSynchronize(s));
-    if (ref) {
-      m.checks = check_outputs(t, *ref, item.pass);
-      exempt(op.unchecked(), m.checks);
-      m.checked = true;
-    }
-    if (save_pending_) {
-      log(0, "saved tensors to " + save_tensors(opts_.save_tensors, t, item.pass, m.impl));
-      save_pending_ = false;
+    m.checks = ref ? check_outputs(t, *ref, item.pass) : scan_outputs(t, item.pass);
+    exempt(op.unchecked(), m.checks);
+    m.checked = ref != nullptr;
+    if (!opts_.save_tensors.empty() && m.kind == "ffpa") {
+      log(0, "saved " + m.impl + "'s tensors to " +
+                 save_tensors(opts_.save_tensors, t, item.pass, m.impl, !inputs_saved_));
+      inputs_saved_ = true;
     }
     m.timing = timer_.measure(launch);
     finish(op, item, m, ref);
@@ -228,12 +228,22 @@ class Executor {
     m.tflops = item.flops / (m.timing.median_ms * 1e9);
     m.extra_mem_bytes = op.extra_bytes();
     m.includes = op.includes();
-    m.status = (!ref || m.correct()) ? Status::ok : Status::failed;
-    if (m.status == Status::failed) m.reason = "correctness check failed";
+    const bool finite = std::all_of(m.checks.begin(), m.checks.end(),
+                                    [](const TensorCheck& c) { return c.nonfinite == 0; });
+    m.status = Status::failed;
+    if (ref && !m.correct())
+      m.reason = "correctness check failed";
+    else if (!finite)
+      m.reason = "non-finite outputs (NaN/Inf)";
+    else if (!std::isfinite(m.timing.median_ms) || m.timing.median_ms <= 0)
+      m.reason = "the timer returned no valid median";
+    else
+      m.status = Status::ok;
   }
 
   Measurement run_variant(Variant& v, const PlanItem& item, AttnTensors& t, const Reference* ref) {
     const gpu::Range range(v.name());
+    check_interrupted();
     Measurement m;
     m.impl = v.name();
     m.kind = "ffpa";
@@ -260,6 +270,7 @@ class Executor {
       if (search) m.trials.push_back({k, 0, why});
     };
     for (const Knobs& k : candidates) {
+      check_interrupted();  // abandons the row; what earlier searches stored is on disk
       if (Support fit = v.supports(p, k, dev_); !fit.ok()) {
         reject(k, fit.reason);
         continue;
@@ -283,7 +294,8 @@ class Executor {
       } catch (const Unsupported& e) {
         reject(k, e.what());
       } catch (const RunError& e) {
-        if (auto err = sticky_error(); !err.empty()) throw RunError(v.name() + ": " + e.what());
+        if (auto err = sticky_error(); !err.empty())
+          throw RunError(v.name() + " [" + to_string(k) + "]: " + e.what());
         reject(k, std::string("failed: ") + e.what());
       }
     }
@@ -297,17 +309,27 @@ class Executor {
     } catch (const RunError& e) {
       m.status = Status::failed;
       m.reason = e.what();
-      if (auto err = sticky_error(); !err.empty()) throw RunError(v.name() + ": " + err);
+      if (auto err = sticky_error(); !err.empty())
+        throw RunError(v.name() + " [" + to_string(best_knobs) + "]: " + err);
     }
     m.peak_mem_bytes = mem.peak();
-    if (opts_.tune != TuneMode::none && m.status == Status::ok)
+    if (opts_.tune != TuneMode::none && m.status == Status::ok) {
+      // Saved after every search: a sweep that is killed keeps what it found.
       cache_.store(key, best_knobs, m.timing.median_ms);
+      try {
+        if (const std::string note = cache_.save(); !note.empty()) log(0, note);
+      } catch (const RunError& e) {
+        // The row stands; the entry stays pending and the next search's save retries it.
+        log(0, std::string("tuning cache not saved: ") + e.what());
+      }
+    }
     return m;
   }
 
   Measurement run_baseline(Baseline& b, const PlanItem& item, AttnTensors& t,
                            const Reference* ref) {
     const gpu::Range range(b.name());
+    check_interrupted();
     Measurement m;
     m.impl = b.name();
     m.kind = "baseline";
@@ -346,7 +368,7 @@ class Executor {
   Timer timer_;
   Timer tune_timer_;
   TuningCache cache_;
-  bool save_pending_ = false;
+  bool inputs_saved_ = false;  // --save-tensors: the row's inputs are written once
 };
 
 std::string version_string(int v) {
@@ -366,6 +388,13 @@ void exempt(const std::vector<Op::Unchecked>& unchecked, std::vector<TensorCheck
     }
 }
 
+Grid variant_grid(const Variant& v) {
+  Grid grid = load_variant_grid(v.name(), grids_dir());
+  if (Support same = check_grid_matches(grid, v.knob_names()); !same.ok())
+    throw InputError(grid.file, "/knobs", same.reason);
+  return grid;
+}
+
 Candidates candidates(const Variant& v, const Problem& p, Pass pass, TuneMode tune,
                       const TuningCache& cache, const gpu::DeviceInfo& dev) {
   if (tune == TuneMode::none) {
@@ -373,9 +402,7 @@ Candidates candidates(const Variant& v, const Problem& p, Pass pass, TuneMode tu
       return {{hit->knobs}, "cache"};
     return {{v.default_knobs(p)}, "default"};
   }
-  const Grid grid = load_variant_grid(v.name(), grids_dir());
-  if (Support same = check_grid_matches(grid, v.knob_names()); !same.ok())
-    throw InputError(grid.file, "/knobs", same.reason);
+  const Grid grid = variant_grid(v);
   // The default configuration always competes: a grid whose points all refuse a shape (panels
   // that do not divide D=320's three) must not leave the row without a configuration, and a tuned
   // row is never slower than the untuned one.
@@ -401,15 +428,24 @@ std::vector<CompileOutcome> precompile(const Plan& plan, const std::vector<Varia
     const PlanItem& item = plan.items[i];
     for (Variant* v : variants) {
       if (v->pass() != item.pass || !v->supports(item.problem).ok()) continue;
-      const Candidates c = candidates(*v, item.problem, item.pass, tune, cache, dev);
-      for (const Knobs& k : c.knobs)
-        if (v->supports(item.problem, k, dev).ok())
-          jobs.push_back({v, {v->name(), static_cast<int>(i), k, c.source, {}, 0}});
+      Candidates c = candidates(*v, item.problem, item.pass, tune, cache, dev);
+      std::vector<std::string> sources(c.knobs.size(), c.source);
+      // A stand-in device (--compile-only) matches no cache entry by name and driver: compile
+      // what any GPU of its arch stored, which a later run there will load.
+      if (tune == TuneMode::none && dev.driver_version == 0)
+        for (Knobs& k : cache.for_arch(make_cache_key(dev, v->name(), item.problem, item.pass)))
+          if (std::find(c.knobs.begin(), c.knobs.end(), k) == c.knobs.end()) {
+            c.knobs.push_back(std::move(k));
+            sources.push_back("cache");
+          }
+      for (size_t n = 0; n < c.knobs.size(); ++n)
+        if (v->supports(item.problem, c.knobs[n], dev).ok())
+          jobs.push_back({v, {v->name(), static_cast<int>(i), c.knobs[n], sources[n], {}, 0}});
     }
   }
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t j; (j = next++) < jobs.size();) {
+    for (size_t j; !interrupted() && (j = next++) < jobs.size();) {
       CompileOutcome& out = jobs[j].out;
       const auto t0 = std::chrono::steady_clock::now();
       try {
@@ -426,7 +462,8 @@ std::vector<CompileOutcome> precompile(const Plan& plan, const std::vector<Varia
   work();
   for (auto& t : pool) t.join();
   std::vector<CompileOutcome> out;
-  for (auto& j : jobs) out.push_back(std::move(j.out));
+  for (size_t j = 0; j < std::min(next.load(), jobs.size()); ++j)
+    out.push_back(std::move(jobs[j].out));
   return out;
 }
 
@@ -470,7 +507,7 @@ Results run_plan(const Plan& plan, const gpu::DeviceInfo& dev, Registry& reg, Ru
   const auto t0 = std::chrono::steady_clock::now();
   const int total = static_cast<int>(plan.items.size());
   std::string lost;  // set once the CUDA context is unusable
-  for (int i = 0; i < total; ++i) {
+  for (int i = 0; i < total && !interrupted(); ++i) {
     const PlanItem& item = plan.items[i];
     const double elapsed = seconds_since(t0);
     const double eta = i == 0 ? -1.0 : elapsed / i * (total - i);
@@ -484,6 +521,8 @@ Results run_plan(const Plan& plan, const gpu::DeviceInfo& dev, Registry& reg, Ru
     } else {
       try {
         row = exec.run_item(item, variants, baselines);
+      } catch (const Interrupted&) {
+        break;  // the row is abandoned; the finished ones are already written
       } catch (const RunError& e) {
         lost = std::string("CUDA context lost: ") + e.what();
         row = make_row(item);
@@ -497,8 +536,7 @@ Results run_plan(const Plan& plan, const gpu::DeviceInfo& dev, Registry& reg, Ru
     results.rows.push_back(std::move(row));
     obs.on_row(results);
   }
-  exec.save_cache();
-  results.complete = true;
+  results.complete = !interrupted();
   return results;
 }
 

@@ -12,6 +12,7 @@
 #include "plan/plan.hpp"
 #include "runner/registry.hpp"
 #include "tuning/cache.hpp"
+#include "tuning/grid.hpp"
 #include "variants/op.hpp"
 
 namespace ffpa {
@@ -44,6 +45,9 @@ struct Candidates {
 Candidates candidates(const Variant&, const Problem&, Pass, TuneMode, const TuningCache&,
                       const gpu::DeviceInfo&);
 
+// The grid of a variant for --tune, checked against its knobs; throws InputError naming the file.
+Grid variant_grid(const Variant&);
+
 // One configuration compiled ahead of a run.
 struct CompileOutcome {
   std::string variant;
@@ -59,7 +63,8 @@ int compiler_threads(int jobs);
 
 // Compiles every configuration a run of the plan would bind on this device (those supports()
 // accepts) on `threads` threads, so that the run's bind() calls read the cubin cache. Needs no
-// GPU: the device may come from gpu::known_device().
+// GPU: the device may come from gpu::known_device(). After SIGINT/SIGTERM no new compile starts:
+// the outcomes are those finished.
 std::vector<CompileOutcome> precompile(const Plan&, const std::vector<Variant*>&, TuneMode,
                                        const TuningCache&, const gpu::DeviceInfo&, int threads);
 
