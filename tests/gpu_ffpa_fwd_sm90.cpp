@@ -9,9 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -170,29 +168,10 @@ TEST_CASE("sm90: the variant through AttnTensors passes the runner's FA3-rule ch
 namespace {
 
 void bench(const char* name, const Problem& pr, const fwd90::Config& c) {
-  const auto& s = pr.shape;
-  std::mt19937 rng(7);
-  gpu::DeviceBuffer q = big_random(s.B * s.Hq * s.Nq * s.D, rng);
-  gpu::DeviceBuffer k = big_random(s.B * s.Hkv * s.Nkv * s.D, rng);
-  gpu::DeviceBuffer v = big_random(s.B * s.Hkv * s.Nkv * s.D, rng);
-  gpu::DeviceBuffer o(static_cast<size_t>(s.B * s.Hq * s.Nq * s.D) * 2);
-  gpu::DeviceBuffer lse(static_cast<size_t>(s.B * s.Hq * s.Nq) * 4);
-  FfpaFwdParams p = contiguous_params(pr, HostAttnInputs{});
-  p.q = q.get(), p.k = k.get(), p.v = v.get(), p.o = o.get(), p.lse = lse.as<float>();
-  const gpu::DeviceInfo dev = gpu::open_device(0);
-  std::unique_ptr<Op> op;
-  try {
-    op = fwd90::bind(pr, c, p, dev);
-  } catch (const Unsupported& e) {
-    std::printf("%-8s D=%4lld %s: unsupported (%s)\n", name, (long long)s.D,
-                to_string(c.knobs()).c_str(), e.what());
-    return;
-  }
-  const double med = median_ms(*op, 3, 10, name);
-  std::printf("%-8s D=%4lld Nq=%5lld Nkv=%5lld Hq=%lld Hkv=%lld %-18s %8.3f ms %7.1f TFLOPS\n",
-              name, (long long)s.D, (long long)s.Nq, (long long)s.Nkv, (long long)s.Hq,
-              (long long)s.Hkv, to_string(c.knobs()).c_str(), med,
-              pr.flops(Pass::fwd) / (med * 1e9));
+  bench_forward(name, pr, to_string(c.knobs()),
+                [&](const FfpaFwdParams& p, const gpu::DeviceInfo& dev) {
+                  return fwd90::bind(pr, c, p, dev);
+                });
 }
 
 }  // namespace
