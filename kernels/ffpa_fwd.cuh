@@ -74,10 +74,6 @@ __device__ __forceinline__ u32 vslice_off(int row, int g) {
   return (u32)(row * VN * 2 + ((g ^ ((row / (8 / VG)) % VG)) << 4));
 }
 
-__device__ __forceinline__ void bar_named(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
 }  // namespace ffpa_fwd
 
 extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
@@ -290,7 +286,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
       }
     // Only the WN warps of one row group exchange row statistics and P.
     if (PRIV)
-      bar_named(1 + wm, WN * 32);
+      named_sync(1 + wm, WN * 32);
     else
       __syncthreads();
     float al[MT][2];  // rescale of O, applied chunk by chunk in the PV pass
@@ -336,7 +332,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
         al[mt][h] = alpha;
       }
     }
-    if (PRIV) bar_named(1 + wm, WN * 32);  // P written (shared mode: the next chunk barrier)
+    if (PRIV) named_sync(1 + wm, WN * 32);  // P written (shared mode: the next chunk barrier)
 
     // O += P V, chunk by chunk; P is loaded into registers once after the first barrier.
     u32 pa[MT][KS][4];
