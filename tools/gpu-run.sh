@@ -16,7 +16,7 @@ BIN=${BIN:-.stage}
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 cudnn_lib=$(python3 -c "import nvidia.cudnn as m; print(m.__path__[0])" 2>/dev/null)/lib
-export LD_LIBRARY_PATH="$cudnn_lib:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$cudnn_lib:$PWD/$BIN/lib:${LD_LIBRARY_PATH:-}"
 export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$PWD/.cache}
 mkdir -p "$XDG_CACHE_HOME"
 [ -d "$BIN/cache/ffpa-bench" ] && cp -r "$BIN/cache/ffpa-bench" "$XDG_CACHE_HOME/"

@@ -11,6 +11,12 @@ rm -rf .stage && mkdir -p .stage/cache
 cp build-dev/ffpa-bench .stage/
 find build-dev/tests -maxdepth 1 -name "gpu_*" -type f -executable -exec cp {} .stage/ \;
 strip .stage/ffpa-bench .stage/gpu_* 2>/dev/null || true
+# The GPU machine has the CUDA toolkit and cuDNN but not every library we link (Cairo for the
+# charts): carry the rest; tools/gpu-run.sh puts .stage/lib on the library path.
+mkdir -p .stage/lib
+ldd .stage/ffpa-bench | awk '/=> \// {print $3}' |
+  grep -v -E '/lib(c|m|stdc\+\+|gcc_s|pthread|dl|rt|cuda|cudnn[^/]*|nvrtc[^/]*|cublas[^/]*|cudart)\.so' |
+  xargs -r cp -L -t .stage/lib/
 XDG_CACHE_HOME=$PWD/.stage/cache build-dev/ffpa-bench "$@" --compile-only sm_90a \
   --tuning-cache .stage/cache/no-tuning.json >/dev/null
 rm -f .stage/cache/no-tuning.json
