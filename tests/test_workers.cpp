@@ -1,14 +1,18 @@
 // The --devices worker pool, driven by a test double of a worker (tests/fake_worker.cpp: the real
-// protocol and plan, no GPU, nothing measured).
+// protocol, plan and signal handling, no GPU, nothing measured).
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <set>
-#include <sstream>
 
+#include "cli/options.hpp"
 #include "core/error.hpp"
+#include "core/interrupt.hpp"
 #include "gpu/cuda.hpp"
 #include "plan/plan.hpp"
 #include "plan/shard.hpp"
@@ -60,7 +64,7 @@ struct Setup {
     std::vector<const char*> argv;
     for (const auto& a : args) argv.push_back(a.c_str());
     opts = *parse_cli(static_cast<int>(argv.size()), argv.data());
-    plan = make_plan(opts);
+    plan = make_plan(opts, opts);
     launch = {FFPA_FAKE_WORKER, std::vector<std::string>(args.begin() + 1, args.end())};
   }
 };
@@ -77,12 +81,42 @@ std::vector<int> plan_indices(const Plan& p) {
   return out;
 }
 
+int count_logs(const std::vector<std::string>& logs, const std::string& text) {
+  return static_cast<int>(std::count_if(logs.begin(), logs.end(), [&](const std::string& l) {
+    return l.find(text) != std::string::npos;
+  }));
+}
+
+// Sends the test process SIGTERM, as `kill` would from outside, at the first row that finishes
+// while device `busy` has a row.
+struct Terminator : Recorder {
+  int busy = 1;
+  bool handed = false, sent = false;
+  void on_start(int device, const PlanItem& item, int done, int total, double elapsed,
+                double eta) override {
+    Recorder::on_start(device, item, done, total, elapsed, eta);
+    handed = handed || device == busy;
+  }
+  void on_row(const Results& partial) override {
+    Recorder::on_row(partial);
+    if (handed && !sent) {
+      sent = true;
+      ::kill(::getpid(), SIGTERM);
+    }
+  }
+};
+
+// Clears the signal this test process took, so that the tests after it run.
+struct ClearInterrupt {
+  ~ClearInterrupt() { set_interrupted(0); }
+};
+
 }  // namespace
 
 TEST_CASE("pool: every row once, in plan order, rows handed out longest first", "[workers]") {
   Setup s;
   Recorder rec;
-  const Results r = run_pool(s.plan, s.opts, {0}, s.launch, rec);
+  const Results r = run_pool(s.plan, {0}, s.launch, rec);
   CHECK(r.complete);
   CHECK(indices(r) == plan_indices(s.plan));
   CHECK(rec.started == longest_first(s.plan));  // one worker: exactly the queue's order
@@ -100,16 +134,16 @@ TEST_CASE("pool: every row once, in plan order, rows handed out longest first", 
   }
 }
 
-TEST_CASE("pool: four workers share the queue; the rows equal a one-worker run", "[workers]") {
+TEST_CASE("pool: four workers share the queue and give the rows of a one-worker run", "[workers]") {
   Setup s;
   test::TempDir dir;
   const auto trace = dir.path() / "trace";
   const Env t("FAKE_TRACE", trace.string());
   Recorder one, four;
-  const Results a = run_pool(s.plan, s.opts, {0}, s.launch, one);
+  const Results a = run_pool(s.plan, {0}, s.launch, one);
   std::filesystem::remove(trace);
   four.file = dir.path() / "r.json";
-  const Results b = run_pool(s.plan, s.opts, {0, 1, 2, 3}, s.launch, four);
+  const Results b = run_pool(s.plan, {0, 1, 2, 3}, s.launch, four);
   REQUIRE(indices(b) == indices(a));
   for (size_t i = 0; i < a.rows.size(); ++i) {
     Row x = a.rows[i], y = b.rows[i];
@@ -133,7 +167,7 @@ TEST_CASE("pool: a worker killed with SIGKILL fails its row, the others run the 
   const int victim = longest_first(s.plan)[3];
   const Env k("FAKE_KILL_ITEM", std::to_string(victim));
   Recorder rec;
-  const Results r = run_pool(s.plan, s.opts, {0, 1}, s.launch, rec);
+  const Results r = run_pool(s.plan, {0, 1}, s.launch, rec);
   REQUIRE(indices(r) == plan_indices(s.plan));
   int failed = 0;
   for (const Row& row : r.rows) {
@@ -149,9 +183,7 @@ TEST_CASE("pool: a worker killed with SIGKILL fails its row, the others run the 
     CHECK(row.device.index >= 0);
   }
   CHECK(failed == 1);
-  CHECK(std::count_if(rec.logs.begin(), rec.logs.end(), [](const std::string& l) {
-          return l.find("worker killed by signal 9") != std::string::npos;
-        }) == 1);
+  CHECK(count_logs(rec.logs, "worker killed by signal 9") == 1);
 }
 
 TEST_CASE("pool: a lost CUDA context ends its worker after the row it reports", "[workers]") {
@@ -159,7 +191,7 @@ TEST_CASE("pool: a lost CUDA context ends its worker after the row it reports", 
   const int victim = longest_first(s.plan)[0];
   const Env k("FAKE_LOSE_ITEM", std::to_string(victim));
   Recorder rec;
-  const Results r = run_pool(s.plan, s.opts, {0, 1}, s.launch, rec);
+  const Results r = run_pool(s.plan, {0, 1}, s.launch, rec);
   REQUIRE(indices(r) == plan_indices(s.plan));
   for (const Row& row : r.rows) {
     REQUIRE(row.ffpa);
@@ -184,7 +216,7 @@ TEST_CASE("pool: an unreadable message fails its row and ends that worker", "[wo
   const int victim = longest_first(s.plan)[1];
   const Env k("FAKE_GARBLE_ITEM", std::to_string(victim));
   Recorder rec;
-  const Results r = run_pool(s.plan, s.opts, {0, 1}, s.launch, rec);
+  const Results r = run_pool(s.plan, {0, 1}, s.launch, rec);
   REQUIRE(indices(r) == plan_indices(s.plan));
   for (const Row& row : r.rows) {
     if (row.plan_index != victim) {
@@ -203,8 +235,12 @@ TEST_CASE("pool: with its only worker gone the remaining rows say not run", "[wo
   Setup s;
   const int victim = longest_first(s.plan)[2];
   const Env k("FAKE_KILL_ITEM", std::to_string(victim));
+  test::TempDir dir;
   Recorder rec;
-  const Results r = run_pool(s.plan, s.opts, {5}, s.launch, rec);
+  rec.file = dir.path() / "r.json";
+  const Results r = run_pool(s.plan, {5}, s.launch, rec);
+  // The failed and "not run" rows are a results file compare and merge can read.
+  CHECK(indices(load_results(rec.file)) == indices(r));
   REQUIRE(indices(r) == plan_indices(s.plan));
   int ran = 0, failed = 0, not_run = 0;
   for (const Row& row : r.rows) {
@@ -230,7 +266,7 @@ TEST_CASE("pool: GPUs of different models are refused before any row", "[workers
   Setup s;
   const Env g("FAKE_GPU_1", "Other GPU");
   Recorder rec;
-  const InputError e = test::thrown([&] { run_pool(s.plan, s.opts, {0, 1}, s.launch, rec); });
+  const InputError e = test::thrown([&] { run_pool(s.plan, {0, 1}, s.launch, rec); });
   CHECK(e.path() == "--devices");
   CHECK_THAT(e.reason(), Catch::Contains("cuda:0 Fake GPU, cuda:1 Other GPU"));
   CHECK(rec.started.empty());
@@ -239,7 +275,7 @@ TEST_CASE("pool: GPUs of different models are refused before any row", "[workers
 TEST_CASE("pool: a shard's workers run the shard's rows", "[workers][shard]") {
   Setup s("configs/default.json", {"--shard", "1/3"});
   Recorder rec;
-  const Results r = run_pool(s.plan, s.opts, {0, 1}, s.launch, rec);
+  const Results r = run_pool(s.plan, {0, 1}, s.launch, rec);
   CHECK(indices(r) == plan_indices(s.plan));
   REQUIRE(r.plan);
   CHECK(r.plan->shard == 1);
@@ -252,7 +288,7 @@ TEST_CASE("pool: a worker that cannot start leaves its rows to the others", "[wo
   WorkerLaunch bad = s.launch;
   bad.program = "/nonexistent/ffpa-worker";
   Recorder rec;
-  const Results r = run_pool(s.plan, s.opts, {0}, bad, rec);
+  const Results r = run_pool(s.plan, {0}, bad, rec);
   REQUIRE(rec.logs.size() == 1);
   CHECK_THAT(rec.logs[0], Catch::Contains("cannot start /nonexistent/ffpa-worker"));
   REQUIRE(r.rows.size() == s.plan.items.size());
@@ -260,19 +296,57 @@ TEST_CASE("pool: a worker that cannot start leaves its rows to the others", "[wo
 }
 
 TEST_CASE("pool: ffpa-bench's own worker without a GPU says why and ends", "[workers]") {
-  if (gpu::device_count() > 0) {
-    WARN("a GPU is present: the worker would measure; covered by the GPU check in README");
+  if (gpu::available()) {
+    WARN(
+        "a GPU is present: the worker would measure; docs/notes/scale_out.md lists the GPU checks");
     return;
   }
   Setup s;
   WorkerLaunch real = s.launch;
-  real.program = FFPA_BENCH_BIN;
+  real.program = FFPA_BENCH;
   Recorder rec;
-  const Results r = run_pool(s.plan, s.opts, {0}, real, rec);
+  const Results r = run_pool(s.plan, {0}, real, rec);
   REQUIRE(r.rows.size() == s.plan.items.size());
   REQUIRE(rec.logs.size() >= 2);
   CHECK_THAT(rec.logs[1], Catch::StartsWith("0: no usable GPU"));
   const Measurement& m = r.rows[0].baselines.at(0);
   CHECK(m.status == Status::skipped);
   CHECK_THAT(m.reason, Catch::Contains("not run: no worker left (last: cuda:0 no usable GPU"));
+}
+
+TEST_CASE("pool: SIGTERM reaches the workers, the finished rows stay, the run is incomplete",
+          "[workers][signal]") {
+  // As ffpa-bench's main does: SIGINT/SIGTERM are taken by the signal thread, which forwards them.
+  catch_interrupts();
+  const ClearInterrupt clear;
+  Setup s;
+  // Device 1's rows would take a minute: only a forwarded signal ends its row in time.
+  const Env fast("FAKE_ROW_MS_0", "20"), slow("FAKE_ROW_MS_1", "60000");
+  Terminator rec;
+  const Results r = run_pool(s.plan, {0, 1}, s.launch, rec);
+  CHECK(interrupted() == SIGTERM);
+  CHECK_FALSE(r.complete);
+  REQUIRE_FALSE(r.rows.empty());
+  CHECK(r.rows.size() < s.plan.items.size());
+  for (const Row& row : r.rows) {  // finished rows only: none failed or "not run"
+    REQUIRE(row.ffpa);
+    CHECK(row.ffpa->reason == "test double: nothing measured");
+    CHECK(row.device.index == 0);
+    CHECK(row.baselines.empty());
+  }
+  CHECK(count_logs(rec.logs, "1: interrupted by SIGTERM") == 1);
+  CHECK(count_logs(rec.logs, "1: worker exited with status 143") == 1);
+  CHECK(count_logs(rec.logs, "1: worker killed") == 0);  // one signal, not a second one
+}
+
+TEST_CASE("pool: a signal before the first row starts no row", "[workers][signal]") {
+  const ClearInterrupt clear;
+  Setup s;
+  set_interrupted(SIGINT);  // as if it arrived while the plan was being made
+  Recorder rec;
+  const Results r = run_pool(s.plan, {0, 1}, s.launch, rec);
+  CHECK(r.rows.empty());
+  CHECK_FALSE(r.complete);
+  CHECK(rec.started.empty());
+  CHECK(r.env.gpu == "Fake GPU");  // the workers said hello before they ended
 }

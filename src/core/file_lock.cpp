@@ -5,23 +5,19 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-#include <filesystem>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 
 namespace ffpa {
 
 FileLock::FileLock(const std::string& path) {
   const std::string lock = path + ".lock";
-  const std::filesystem::path dir = std::filesystem::path(lock).parent_path();
-  std::error_code ec;
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
   fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw RunError("cannot open " + lock + ": " + std::strerror(errno));
+  if (fd_ < 0) throw RunError("cannot open " + lock + ": " + errno_text());
   while (::flock(fd_, LOCK_EX) != 0) {
     if (errno == EINTR) continue;
-    const std::string why = std::strerror(errno);
+    const std::string why = errno_text();
     ::close(fd_);
     throw RunError("cannot lock " + lock + ": " + why);
   }

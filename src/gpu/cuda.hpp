@@ -106,8 +106,8 @@ struct DeviceInfo {
   std::string arch() const { return "sm_" + std::to_string(sm_major) + std::to_string(sm_minor); }
 };
 
-// Devices the runtime sees (CUDA_VISIBLE_DEVICES applies); 0 without a driver or a GPU. Selects
-// none of them.
+// Devices the runtime sees (CUDA_VISIBLE_DEVICES applies), without selecting one. Throws
+// RunError ("no usable GPU: " and why) when there is none.
 int device_count();
 
 // Selects the device and reads its properties; throws RunError without a usable GPU.

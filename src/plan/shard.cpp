@@ -1,13 +1,11 @@
 #include "plan/shard.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <numeric>
-#include <sstream>
 
 #include <fmt/format.h>
 
-#include "core/error.hpp"
+#include "core/files.hpp"
 
 namespace ffpa {
 namespace {
@@ -52,29 +50,29 @@ void keep_shard(Plan& plan, int index, int count) {
   plan.items = std::move(kept);
 }
 
-std::string run_flags(const Options& o) {
-  const TimingOptions& t = o.timing;
+std::string run_flags(const PlanRequest& o, const RunSettings& s) {
+  const TimingOptions& t = s.timing;
   auto same = [](const std::string& x) { return x; };
   return fmt::format(
       "fwd={} bwd={} case={} B={} H={} Hkv={} N={} Nq={} Nkv={} D={} dtype={} tune={} variant={} "
       "baseline={} timing={} min-samples={} max-noise={} min-time={} timeout={} seed={} check={}",
       o.fwd, o.bwd, list(o.cases, same), sizes(o.B), sizes(o.H), sizes(o.Hkv), sizes(o.N),
       sizes(o.Nq), sizes(o.Nkv), sizes(o.D), list(o.dtypes, [](Dtype d) { return to_string(d); }),
-      to_string(o.tune), list(o.variants, same), to_string(o.baseline), t.cold ? "cold" : "hot",
-      t.min_samples, t.max_noise, t.min_time, t.timeout, o.seed, o.check);
+      to_string(s.tune), list(s.variants, same), to_string(s.baseline), t.cold ? "cold" : "hot",
+      t.min_samples, t.max_noise, t.min_time, t.timeout, o.seed, s.check);
 }
 
-PlanInfo plan_info(const Plan& plan, const Options& o) {
-  std::ifstream in(plan.config_file, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in && !in.eof()) throw RunError("cannot read " + plan.config_file + " back for its hash");
+std::string config_hash(const std::string& path) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : text.str()) h = (h ^ c) * 1099511628211ull;
+  for (unsigned char c : read_input_file(path, kMaxConfigBytes)) h = (h ^ c) * 1099511628211ull;
+  return fmt::format("{:016x}", h);
+}
+
+PlanInfo plan_info(const Plan& plan) {
   PlanInfo p;
   p.config = plan.config_file;
-  p.config_hash = fmt::format("{:016x}", h);
-  p.flags = run_flags(o);
+  p.config_hash = plan.config_hash;
+  p.flags = plan.flags;
   p.total = plan.total;
   p.shard = plan.shard;
   p.shards = plan.shards;

@@ -22,13 +22,16 @@ std::vector<int> shard_assignment(const Plan&, int count);
 // Keeps the items of shard `index` of `count`, in plan order; each keeps its PlanItem::index.
 void keep_shard(Plan&, int index, int count);
 
-// The options that decide which rows a run has and how they are measured, in one canonical line:
-// shards (and merged files) of one run agree on it. Output, device and verbosity flags are left
-// out.
-std::string run_flags(const Options&);
+// The flags that decide which rows a run has and how they are measured, in one canonical line:
+// shards (and merged files) of one run agree on it. Output, device, cache and verbosity flags are
+// left out.
+std::string run_flags(const PlanRequest&, const RunSettings&);
 
-// What a results file of this plan records about it (PlanInfo). Throws RunError when the config
-// file cannot be read back for its hash.
-PlanInfo plan_info(const Plan&, const Options&);
+// FNV-1a of the config file's bytes, 16 hex digits. Throws InputError naming the file when it
+// cannot be read.
+std::string config_hash(const std::string& path);
+
+// What a results file of this plan records about it.
+PlanInfo plan_info(const Plan&);
 
 }  // namespace ffpa

@@ -1,12 +1,13 @@
 // Results <-> JSON (the run's machine-readable record; compare and report read it back).
 //
 // Schema (schema_version 1): {"schema_version", "tool_version", "complete", "timing_mode",
-// "env": {...}, "plan": {"config", "config_hash", "flags", "total", "shard", "shards", "items"},
-// "rows": [{"plan_index", "device": {"host", "index"}, "case", "pass", "dtype", "shape":
+// "env": {...}, "plan": {"config", "config_hash", "flags", "total", "shard", "shards", "items"}
+// | null, "rows": [{"plan_index", "device": {"host", "index"}, "case", "pass", "dtype", "shape":
 // {B,Hq,Hkv,Nq,Nkv,D}, "causal", "mask", "mask_dtype", "dropout", "flops", "ffpa": Measurement |
-// null, "baselines": [...]}]}. Every field is written and every field is required on reading,
-// except those older files lack
-// ("plan", "plan_index", "device", "trials", "ffpa_others"); unknown keys are ignored.
+// null, "baselines": [...]}]}. Every field is written and every field is required on reading
+// (plan, plan_index, device, trials and ffpa_others may be absent in older files); unknown and
+// duplicate keys are refused, and so is an ok measurement without a positive, finite median and
+// finite spread, or a check that passes with NaN/Inf.
 // Knobs are written as [[name, value], ...] to keep their order. Doubles round-trip exactly;
 // NaN and infinities (possible in error figures) are written as the strings "nan", "inf", "-inf".
 #pragma once
@@ -31,13 +32,13 @@ nlohmann::json row_to_json(const Row&);
 Row row_from_json(const nlohmann::json&, const std::string& where);
 nlohmann::json env_to_json(const Environment&);
 Environment env_from_json(const nlohmann::json&, const std::string& where);
-// Reads and parses a results file; InputError names the file on any failure.
+// Parses a results file's text; InputError names `file`, the line and column or JSON pointer.
+Results parse_results(const std::string& text, const std::string& file);
+// Reads (at most kMaxInputBytes) and parses a results file; InputError names the file on any
+// failure.
 Results load_results(const std::filesystem::path&);
 
-// Writes to a temporary file in the same directory, fsyncs it, renames it over `path` and fsyncs
-// the directory: readers (and an interrupted sweep) see the old or the new file, never half of one.
-// Creates missing parent directories. Throws RunError on a file system failure.
-void write_file_atomic(const std::filesystem::path&, std::string_view bytes);
+// The results' JSON, written with write_file_atomic (core/files.hpp).
 void write_results_atomic(const std::filesystem::path&, const Results&);
 
 }  // namespace ffpa

@@ -7,11 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.hpp"
 #include "core/results.hpp"
 #include "gpu/cuda.hpp"
 #include "plan/plan.hpp"
+#include "runner/registry.hpp"
 #include "tuning/cache.hpp"
+#include "tuning/grid.hpp"
 #include "variants/op.hpp"
 
 namespace ffpa {
@@ -27,22 +28,12 @@ class RunObserver {
   virtual void on_log(int level, const std::string& message) {}
 };
 
-struct Registry {
-  std::vector<std::unique_ptr<Variant>> variants;
-  std::vector<std::unique_ptr<Baseline>> baselines;
-  static Registry make();  // every registered variant and baseline
-};
-
-// Baselines that run for a mode ("best" and "all" run all of them).
-std::vector<Baseline*> selected_baselines(const Registry&, BaselineMode);
-// Variants selected by --variant (all when empty); throws InputError for an unknown name.
-std::vector<Variant*> selected_variants(const Registry&, const std::vector<std::string>& names);
-
 // The row of a plan item before anything is measured: its problem, plan index and FLOPs.
 Row make_row(const PlanItem&);
 
 // Environment of this process: GPU, clocks, driver, runtime, cuDNN loaded, build, command line.
-Environment describe_environment(const gpu::DeviceInfo&, const Registry&, const Options&);
+Environment describe_environment(const gpu::DeviceInfo&, const Registry&,
+                                 const std::string& command_line);
 
 // Outputs an op declares incomparable keep only the NaN/Inf scan (when written), with the reason.
 void exempt(const std::vector<Op::Unchecked>&, std::vector<TensorCheck>&);
@@ -56,6 +47,9 @@ struct Candidates {
 };
 Candidates candidates(const Variant&, const Problem&, Pass, TuneMode, const TuningCache&,
                       const gpu::DeviceInfo&);
+
+// The grid of a variant for --tune, checked against its knobs; throws InputError naming the file.
+Grid variant_grid(const Variant&);
 
 // One configuration compiled ahead of a run.
 struct CompileOutcome {
@@ -72,7 +66,8 @@ int compiler_threads(int jobs);
 
 // Compiles every configuration a run of the plan would bind on this device (those supports()
 // accepts) on `threads` threads, so that the run's bind() calls read the cubin cache. Needs no
-// GPU: the device may come from gpu::known_device().
+// GPU: the device may come from gpu::known_device(). After SIGINT/SIGTERM no new compile starts:
+// the outcomes are those finished.
 std::vector<CompileOutcome> precompile(const Plan&, const std::vector<Variant*>&, TuneMode,
                                        const TuningCache&, const gpu::DeviceInfo&, int threads);
 
@@ -81,17 +76,26 @@ std::vector<CompileOutcome> precompile(const Plan&, const std::vector<Variant*>&
 // context unusable, the row that met it fails and every later row says "not run".
 class Session {
  public:
-  Session(const Plan&, const Options&, const gpu::DeviceInfo&, Registry&, RunObserver&);
+  Session(const Plan&, const gpu::DeviceInfo&, Registry&, RunObserver&);
   ~Session();
-  Row run(const PlanItem&);         // the row names this device and the item's plan index
+  // The row names this device and the item's plan index. Throws Interrupted after SIGINT/SIGTERM
+  // (the row is abandoned; tuning-cache entries its searches found are saved).
+  Row run(const PlanItem&);
   const std::string& lost() const;  // why the context is unusable; empty while it is fine
-  void save_cache();                // the tuning cache, merged with what others saved meanwhile
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-Results run_plan(const Plan&, const Options&, const gpu::DeviceInfo&, Registry&, RunObserver&);
+// A results file of this plan before its first row: tool version, environment, timing mode and
+// the plan record.
+Results start_results(const Plan&, Environment);
+
+// Runs every item of the plan with the plan's settings; after SIGINT/SIGTERM it returns the rows
+// finished (complete = false).
+Results run_plan(const Plan&, const gpu::DeviceInfo&, Registry&, RunObserver&);
 
 }  // namespace ffpa

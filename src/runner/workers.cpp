@@ -18,11 +18,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/build_info.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/interrupt.hpp"
 #include "gpu/cuda.hpp"
 #include "plan/shard.hpp"
 #include "report/results_json.hpp"
+#include "runner/runner.hpp"
 
 extern char** environ;
 
@@ -30,10 +33,12 @@ namespace ffpa {
 namespace {
 
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 constexpr int kInFd = 3;   // worker reads the pool's commands here
 constexpr int kOutFd = 4;  // and writes its messages here
+// How often the pool looks at interrupted() while no worker speaks: the signal thread cannot wake
+// its poll.
+constexpr int kPollMs = 100;
 
 // Writes all of `text`; false when the reader has gone.
 bool write_all(int fd, const std::string& text) {
@@ -80,11 +85,11 @@ std::string how_it_ended(int status) {
 // one of them; both ends close on exec.
 void make_pipe(int fds[2]) {
   int raw[2];
-  if (::pipe(raw) != 0) throw RunError(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe(raw) != 0) throw RunError("pipe: " + errno_text());
   for (int i = 0; i < 2; ++i) {
     fds[i] = ::fcntl(raw[i], F_DUPFD_CLOEXEC, 10);
     ::close(raw[i]);
-    if (fds[i] < 0) throw RunError(std::string("fcntl: ") + std::strerror(errno));
+    if (fds[i] < 0) throw RunError("fcntl: " + errno_text());
   }
 }
 
@@ -93,6 +98,7 @@ Row unrun_row(const PlanItem& item, int device, Status status, const std::string
   r.device.index = device;
   Measurement m;
   m.impl = "all";
+  m.kind = "baseline";  // the row's own slot stays empty: no FFPA variant ran
   m.status = status;
   m.reason = reason;
   r.baselines.push_back(m);
@@ -113,8 +119,7 @@ struct Worker {
 
 class Pool {
  public:
-  Pool(const Plan& plan, const Options& opts, PoolObserver& obs)
-      : plan_(plan), opts_(opts), obs_(obs) {
+  Pool(const Plan& plan, PoolObserver& obs) : plan_(plan), obs_(obs) {
     for (size_t i = 0; i < plan.items.size(); ++i) by_index_[plan.items[i].index] = i;
   }
 
@@ -125,6 +130,7 @@ class Pool {
       if (w.from >= 0) ::close(w.from);
       if (w.pid > 0) {
         ::kill(w.pid, SIGTERM);
+        stop_forwarding_to(w.pid);
         int status = 0;
         ::waitpid(w.pid, &status, 0);
       }
@@ -157,7 +163,17 @@ class Pool {
     sigemptyset(&dflt);
     sigaddset(&dflt, SIGPIPE);  // the pool ignores it; the worker must not inherit that
     posix_spawnattr_setsigdefault(&attr, &dflt);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+    // SIGINT and SIGTERM reach a worker only through the pool (forward_interrupts_to): in the
+    // terminal's process group a Ctrl-C would reach it twice, and a second signal quits without
+    // saving. Blocked from the start, they wait for the worker's own signal thread.
+    posix_spawnattr_setpgroup(&attr, 0);
+    sigset_t blocked;
+    sigemptyset(&blocked);
+    sigaddset(&blocked, SIGINT);
+    sigaddset(&blocked, SIGTERM);
+    posix_spawnattr_setsigmask(&attr, &blocked);
+    posix_spawnattr_setflags(
+        &attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
     const int err = posix_spawn(&w.pid, launch.program.c_str(), &fa, &attr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
@@ -171,13 +187,14 @@ class Pool {
       w.error = "cannot start " + launch.program + ": " + std::strerror(err);
       obs_.on_log(device, w.error);
     } else {
+      forward_interrupts_to(w.pid);
       obs_.on_log(device, fmt::format("worker started, pid {}", w.pid));
     }
     workers_.push_back(std::move(w));
   }
 
   Results run(const std::vector<int>& devices, const WorkerLaunch& launch) {
-    t0_ = Clock::now();
+    t0_ = std::chrono::steady_clock::now();
     for (int d : devices) spawn(launch, d);
     for (int i : longest_first(plan_)) queue_.push_back(plan_.items[i].index);
 
@@ -185,15 +202,18 @@ class Pool {
     while (count(Worker::State::starting) > 0) step();
     check_models();
     start_warm_up();
-    while (true) {
+    while (!interrupted()) {
       dispatch();
       if (count(Worker::State::gone) == static_cast<int>(workers_.size())) break;
       if (queue_.empty() && count(Worker::State::busy) == 0) break;
       step();
     }
+    // After a signal the workers stop at their next safe point (they got it too); the idle ones
+    // wait for a command and end when the pipe closes.
     for (Worker& w : workers_) stop(w);
     for (Worker& w : workers_)
       while (w.state != Worker::State::gone) step();
+    if (interrupted()) return std::move(results_);  // complete stays false
 
     // Rows no worker was left to run.
     std::string last;
@@ -245,15 +265,14 @@ class Pool {
                        "GPUs of different models (" + list +
                            "): a results file, its tables and the tuning cache describe one "
                            "model; run one --devices list per model");
+    Environment env;
     for (const Worker& w : workers_)
       if (w.env) {
-        results_.env = *w.env;
+        env = *w.env;
         break;
       }
-    results_.tool_version = tool_version();
-    results_.env.command_line = opts_.command_line;
-    results_.timing_mode = opts_.timing.cold ? "cold" : "hot";
-    results_.plan = plan_info(plan_, opts_);
+    env.command_line = plan_.settings.command_line;  // the pool's, not a worker's
+    results_ = start_results(plan_, std::move(env));
   }
 
   // The first worker compiles the plan's kernels alone; the others start once it is ready (or
@@ -269,13 +288,15 @@ class Pool {
 
   void dispatch() {
     for (Worker& w : workers_) {
-      if (w.state != Worker::State::idle || w.leaving || queue_.empty() || w.to < 0) continue;
+      if (w.state != Worker::State::idle || w.leaving || queue_.empty() || w.to < 0 ||
+          interrupted())
+        continue;
       w.item = queue_.front();
       queue_.pop_front();
       w.state = Worker::State::busy;
       const int done = static_cast<int>(results_.rows.size());
       const int total = static_cast<int>(plan_.items.size());
-      const double elapsed = std::chrono::duration<double>(Clock::now() - t0_).count();
+      const double elapsed = seconds_since(t0_);
       const double eta = done == 0 ? -1.0 : elapsed / done * (total - done);
       obs_.on_start(w.device, plan_.items[by_index_.at(w.item)], done, total, elapsed, eta);
       send(w, {{"item", w.item}});
@@ -292,9 +313,9 @@ class Pool {
         who.push_back(&w);
       }
     if (fds.empty()) return;
-    if (::poll(fds.data(), fds.size(), -1) < 0) {
+    if (::poll(fds.data(), fds.size(), kPollMs) < 0) {
       if (errno == EINTR) return;
-      throw RunError(std::string("poll: ") + std::strerror(errno));
+      throw RunError("poll: " + errno_text());
     }
     for (size_t i = 0; i < fds.size(); ++i)
       if (fds[i].revents != 0) receive(*who[i]);
@@ -372,6 +393,7 @@ class Pool {
 
   // End of file from a worker: it has ended (or is about to). Its row, if any, fails.
   void ended(Worker& w) {
+    stop_forwarding_to(w.pid);
     int status = 0;
     while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -383,7 +405,8 @@ class Pool {
       if (w.error.empty()) w.error = how;
       obs_.on_log(w.device, "worker " + how + (w.state == Worker::State::busy ? "" : " (idle)"));
     }
-    if (w.state == Worker::State::busy) {
+    // After a signal its row is abandoned, as a one-GPU run abandons the row it was in.
+    if (w.state == Worker::State::busy && !interrupted()) {
       const PlanItem& item = plan_.items[by_index_.at(w.item)];
       Row row = unrun_row(item, w.device, Status::failed,
                           fmt::format("worker on cuda:{} {} while running this row{}", w.device,
@@ -408,13 +431,12 @@ class Pool {
   }
 
   const Plan& plan_;
-  const Options& opts_;
   PoolObserver& obs_;
   std::map<int, size_t> by_index_;  // plan index -> position in plan_.items
   std::vector<Worker> workers_;
   std::deque<int> queue_;  // plan indices not yet handed out, longest first
   Results results_;
-  Clock::time_point t0_;
+  std::chrono::steady_clock::time_point t0_;
 };
 
 // Worker-side observer: Session diagnostics go to the pool.
@@ -422,7 +444,7 @@ class ChannelObserver : public RunObserver {
  public:
   explicit ChannelObserver(WorkerChannel& ch) : ch_(ch) {}
   void on_row(const Results&) override {}
-  void on_log(int level, const std::string& msg) override { ch_.log(level, msg); }
+  void on_log(int, const std::string& msg) override { ch_.log(msg); }
 
  private:
   WorkerChannel& ch_;
@@ -430,11 +452,11 @@ class ChannelObserver : public RunObserver {
 
 }  // namespace
 
-Results run_pool(const Plan& plan, const Options& opts, const std::vector<int>& devices,
-                 const WorkerLaunch& launch, PoolObserver& obs) {
+Results run_pool(const Plan& plan, const std::vector<int>& devices, const WorkerLaunch& launch,
+                 PoolObserver& obs) {
   // A worker that ends while the pool writes to it must not end the pool.
   ::signal(SIGPIPE, SIG_IGN);
-  Pool pool(plan, opts, obs);
+  Pool pool(plan, obs);
   return pool.run(devices, launch);
 }
 
@@ -485,40 +507,43 @@ void WorkerChannel::row(const Row& r) {
   if (!impl_->send({{"row", row_to_json(r)}})) throw RunError("the pool has gone");
 }
 
-void WorkerChannel::log(int level, const std::string& msg) {
-  impl_->send({{"log", msg}, {"level", level}});
+void WorkerChannel::log(const std::string& msg) {
+  impl_->send({{"log", msg}});
 }
 
 void WorkerChannel::error(const std::string& msg) {
   impl_->send({{"error", msg}});
 }
 
-int run_worker(const Plan& plan, const Options& opts, Registry& reg) {
+int run_worker(const Plan& plan, int device, Registry& reg) {
   WorkerChannel ch;
   gpu::DeviceInfo dev;
   try {
-    dev = gpu::open_device(opts.device);
+    dev = gpu::open_device(device);
   } catch (const std::exception& e) {
     ch.error(e.what());
     return 3;
   }
-  ch.hello(describe_environment(dev, reg, opts));
-  if (!ch.wait_warm()) return 0;
+  ch.hello(describe_environment(dev, reg, plan.settings.command_line));
+  const auto ended = [] { return interrupted() ? interrupt_exit_code(interrupted()) : 0; };
+  if (!ch.wait_warm()) return ended();
   ChannelObserver obs(ch);
-  Session session(plan, opts, dev, reg, obs);
+  Session session(plan, dev, reg, obs);
   ch.ready();
-  while (const auto index = ch.next_item()) {
+  while (!interrupted()) {
+    const auto index = ch.next_item();
+    if (!index) break;
     const auto it = std::find_if(plan.items.begin(), plan.items.end(),
                                  [&](const PlanItem& i) { return i.index == *index; });
     if (it == plan.items.end()) {
       ch.error(fmt::format("plan item {} is not in this worker's plan", *index));
       return 1;
     }
-    const Row row = session.run(*it);
+    Row row;
     try {
-      session.save_cache();
-    } catch (const RunError& e) {
-      ch.log(0, std::string("tuning cache not saved: ") + e.what());
+      row = session.run(*it);
+    } catch (const Interrupted&) {
+      break;  // the row is abandoned; the pool, which forwarded the signal, expects no row
     }
     // A fresh process would get a fresh context; this one has none left. Said before the row, so
     // that the pool hands this worker nothing more.
@@ -527,7 +552,7 @@ int run_worker(const Plan& plan, const Options& opts, Registry& reg) {
     ch.row(row);
     if (lost) return 1;
   }
-  return 0;
+  return ended();
 }
 
 }  // namespace ffpa

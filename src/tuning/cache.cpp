@@ -1,21 +1,19 @@
 #include "tuning/cache.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 
 #include "core/build_info.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/file_lock.hpp"
+#include "core/files.hpp"
 #include "core/json_strict.hpp"
+#include "core/paths.hpp"
 
 namespace ffpa {
 namespace {
@@ -31,15 +29,6 @@ struct BadEntry : std::runtime_error {
 std::string hex16(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
 
@@ -153,13 +142,39 @@ std::vector<Item> parse_entries(const std::string& text, int& bad, std::string& 
   return out;
 }
 
-bool read_text(const std::string& path, std::string& text) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream s;
-  s << in.rdbuf();
-  text = s.str();
-  return static_cast<bool>(in) || in.eof();
+// Replaces the cache file with these entries: temporary file, fsync, rename.
+template <class Item>
+void write_entries(const fs::path& path, const std::vector<Item>& items) {
+  json entries = json::array();
+  for (const Item& it : items) {
+    json e = key_json(it.key);
+    json knobs = json::object();
+    for (const auto& [name, v] : it.entry.knobs) knobs[name] = v;
+    e["knobs"] = std::move(knobs);
+    e["ms"] = it.entry.ms;
+    e["stored_at"] = it.entry.stored_at;
+    entries.push_back(std::move(e));
+  }
+  const json root{{"schema", kTuningCacheSchema}, {"entries", std::move(entries)}};
+  write_file_atomic(path, root.dump(1) + "\n");
+}
+
+// Every entry of a cache file that merge reads or writes into: unlike load(), which starts empty
+// and keeps a bad file aside, merge refuses a file it cannot use whole, so that nothing is lost.
+template <class Item>
+std::vector<Item> all_entries(const std::string& path) {
+  int bad = 0;
+  std::string first_bad;
+  std::vector<Item> out;
+  try {
+    out = parse_entries<Item>(read_input_file(path), bad, first_bad);
+  } catch (const BadEntry& e) {
+    throw InputError(path, "/", std::string("unusable tuning cache: ") + e.what());
+  }
+  if (bad > 0)
+    throw InputError(path, "/",
+                     std::to_string(bad) + " malformed tuning-cache entries (" + first_bad + ")");
+  return out;
 }
 
 }  // namespace
@@ -214,12 +229,9 @@ TuningCache TuningCache::load(const std::string& path) {
   TuningCache c;
   c.path_ = path;
   std::error_code ec;
-  if (!fs::exists(path, ec)) return c;
-  std::string text;
-  if (!read_text(path, text)) {
-    c.warning_ = path + ": cannot read the tuning cache; starting empty";
-    return c;  // unreadable is not corrupt: leave it alone, save() will fail loudly if need be
-  }
+  if (!fs::exists(path, ec) && !ec) return c;
+  // A directory or a file we may not read is not a corrupt cache: InputError, never replaced.
+  const std::string text = read_input_file(path);
   int bad = 0;
   std::string first_bad;
   try {
@@ -242,6 +254,18 @@ std::optional<CacheEntry> TuningCache::find(const CacheKey& key) const {
   for (const Item& it : entries_)
     if (it.key == key) return it.entry;
   return std::nullopt;
+}
+
+std::vector<Knobs> TuningCache::for_arch(const CacheKey& key) const {
+  std::vector<Knobs> out;
+  for (const Item& it : entries_) {
+    CacheKey k = it.key;
+    k.gpu = key.gpu;
+    k.driver = key.driver;
+    if (k == key && std::find(out.begin(), out.end(), it.entry.knobs) == out.end())
+      out.push_back(it.entry.knobs);
+  }
+  return out;
 }
 
 std::vector<std::string> TuningCache::stale(const CacheKey& key) const {
@@ -270,125 +294,87 @@ void TuningCache::store(const CacheKey& key, const Knobs& knobs, double ms) {
   entries_.push_back({key, {knobs, ms, utc_now()}});
 }
 
-namespace {
-
-// Replaces the file with these entries: temporary file + rename.
-template <class Item>
-void write_entries(const std::string& path, const std::vector<Item>& all) {
-  json entries = json::array();
-  for (const Item& it : all) {
-    json e = key_json(it.key);
-    json knobs = json::object();
-    for (const auto& [name, v] : it.entry.knobs) knobs[name] = v;
-    e["knobs"] = std::move(knobs);
-    e["ms"] = it.entry.ms;
-    e["stored_at"] = it.entry.stored_at;
-    entries.push_back(std::move(e));
-  }
-  const json root{{"schema", kTuningCacheSchema}, {"entries", std::move(entries)}};
-
-  std::error_code ec;
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << root.dump(1) << '\n';
-    out.flush();
-    if (!out) {
-      fs::remove(tmp, ec);
-      throw RunError("cannot write " + tmp);
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignore;
-    fs::remove(tmp, ignore);
-    throw RunError("cannot replace " + path + ": " + ec.message());
-  }
-}
-
-// The usable entries of a cache file on disk; none when it is absent, unreadable or unusable.
-template <class Item>
-std::vector<Item> entries_on_disk(const std::string& path) {
-  std::string text;
-  std::error_code ec;
-  if (!fs::exists(path, ec) || !read_text(path, text)) return {};
-  int bad = 0;
-  std::string first_bad;
-  try {
-    return parse_entries<Item>(text, bad, first_bad);
-  } catch (const BadEntry&) {
-    return {};
-  }
-}
-
-}  // namespace
-
-void TuningCache::save() const {
-  if (!dirty_) return;
+std::string TuningCache::save() {
+  if (!dirty_) return {};
   const fs::path p(path_);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::error_code ec;
-  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  if (ec) throw RunError("cannot create " + p.parent_path().string() + ": " + ec.message());
+  fs::create_directories(dir, ec);
+  if (ec) throw RunError("cannot create " + dir.string() + ": " + ec.message());
 
-  // Read, merge and replace under the lock: another process saving at the same moment (a
-  // --devices worker, a shard on the same file system) must not drop our entries or we theirs.
   const FileLock lock(path_);
+  std::string note;
   std::vector<Item> all = entries_;
-  if (move_aside_) {
-    if (fs::exists(p, ec)) {
-      fs::rename(p, path_ + ".bad", ec);
-      if (ec)
-        throw RunError("cannot move " + path_ + " aside to " + path_ + ".bad: " + ec.message());
-    }
-  } else {
-    // Keep what other processes stored since load(); ours win for equal keys. A file that became
-    // unusable since load() is replaced by ours.
-    for (Item& other : entries_on_disk<Item>(path_)) {
-      bool ours = false;
-      for (const Item& it : entries_) ours = ours || it.key == other.key;
-      if (!ours) all.push_back(std::move(other));
+  auto move_aside = [&](const std::string& why) {
+    fs::rename(p, path_ + ".bad", ec);
+    if (ec) throw RunError("cannot move " + path_ + " aside to " + path_ + ".bad: " + ec.message());
+    note = path_ + ": " + why + "; kept as " + path_ + ".bad";
+  };
+  if (fs::exists(p, ec)) {
+    if (move_aside_) {
+      move_aside("unusable when loaded");
+    } else {
+      // Keep what other processes stored since load(); ours win for equal keys.
+      int bad = 0;
+      std::string first_bad;
+      std::vector<Item> theirs;
+      try {
+        theirs = parse_entries<Item>(read_input_file(p), bad, first_bad);
+      } catch (const InputError& e) {
+        throw RunError(std::string("cannot merge the tuning cache: ") + e.what());
+      } catch (const BadEntry& e) {
+        move_aside(std::string("became unusable since it was loaded (") + e.what() + ")");
+      }
+      if (bad > 0)
+        move_aside(std::to_string(bad) + " malformed entries appeared since it was loaded (" +
+                   first_bad + ")");
+      for (Item& other : theirs) {
+        bool ours = false;
+        for (const Item& it : entries_) ours = ours || it.key == other.key;
+        if (!ours) all.push_back(std::move(other));
+      }
     }
   }
-  write_entries(path_, all);
+
+  write_entries(p, all);
+  entries_ = std::move(all);
+  move_aside_ = dirty_ = false;
+  return note;
 }
 
 int TuningCache::merge_files(const std::string& target, const std::vector<std::string>& inputs) {
-  std::vector<TuningCache> in;
-  for (const std::string& f : inputs) {
-    std::error_code ec;
-    if (!fs::exists(f, ec)) throw InputError(f, "/", "no such tuning cache");
-    in.push_back(load(f));
-    if (!in.back().warning().empty()) throw InputError(f, "/", in.back().warning());
-  }
+  std::vector<Item> theirs;
+  for (const std::string& f : inputs)
+    for (Item& it : all_entries<Item>(f)) theirs.push_back(std::move(it));
   const fs::path p(target);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::error_code ec;
-  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  fs::create_directories(dir, ec);
+  if (ec) throw RunError("cannot create " + dir.string() + ": " + ec.message());
+
+  // The same lock as save(): a run saving into the target meanwhile keeps its entries.
   const FileLock lock(target);
-  std::vector<Item> all = entries_on_disk<Item>(target);
+  std::vector<Item> all;
+  if (fs::exists(p, ec)) all = all_entries<Item>(target);
   int changed = 0;
-  for (const TuningCache& c : in)
-    for (const Item& it : c.entries_) {
-      auto same =
-          std::find_if(all.begin(), all.end(), [&](const Item& a) { return a.key == it.key; });
-      if (same == all.end()) {
-        all.push_back(it);
-        ++changed;
-      } else if (it.entry.ms < same->entry.ms) {
-        same->entry = it.entry;
-        ++changed;
-      }
+  for (Item& it : theirs) {
+    const auto same =
+        std::find_if(all.begin(), all.end(), [&](const Item& a) { return a.key == it.key; });
+    if (same == all.end()) {
+      all.push_back(std::move(it));
+      ++changed;
+    } else if (it.entry.ms < same->entry.ms) {
+      same->entry = std::move(it.entry);
+      ++changed;
     }
-  write_entries(target, all);
+  }
+  if (changed > 0) write_entries(p, all);
   return changed;
 }
 
 std::string default_tuning_cache_path() {
-  // XDG: a relative XDG_CACHE_HOME is invalid and must be ignored.
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && xdg[0] == '/')
-    return (fs::path(xdg) / "ffpa-bench" / "tuning.json").string();
-  const char* home = std::getenv("HOME");
-  return (fs::path(home && home[0] ? home : ".") / ".cache" / "ffpa-bench" / "tuning.json")
-      .string();
+  const std::string root = cache_root();
+  return root.empty() ? "tuning.json" : (fs::path(root) / "tuning.json").string();
 }
 
 }  // namespace ffpa
