@@ -384,6 +384,15 @@ Row make_row(const PlanItem& item) {
   return r;
 }
 
+Measurement whole_row(Status status, std::string reason) {
+  Measurement m;
+  m.impl = "all";
+  m.kind = "baseline";
+  m.status = status;
+  m.reason = std::move(reason);
+  return m;
+}
+
 void exempt(const std::vector<Op::Unchecked>& unchecked, std::vector<TensorCheck>& checks) {
   for (const Op::Unchecked& u : unchecked)
     for (TensorCheck& c : checks) {
@@ -526,21 +535,14 @@ const std::string& Session::lost() const {
 Row Session::run(const PlanItem& item) {
   Row row = make_row(item);
   if (!impl_->lost.empty()) {
-    Measurement m;
-    m.impl = "all";
-    m.reason = "not run: " + impl_->lost;
-    row.baselines.push_back(m);
+    row.baselines.push_back(whole_row(Status::skipped, "not run: " + impl_->lost));
   } else {
     try {
       row = impl_->exec.run_item(item, impl_->variants, impl_->baselines);
     } catch (const RunError& e) {
       impl_->lost = std::string("CUDA context lost: ") + e.what();
       row = make_row(item);
-      Measurement m;
-      m.impl = "all";
-      m.status = Status::failed;
-      m.reason = impl_->lost;
-      row.baselines.push_back(m);
+      row.baselines.push_back(whole_row(Status::failed, impl_->lost));
     }
   }
   row.device = impl_->device;

@@ -30,6 +30,10 @@ class RunObserver {
 
 // The row of a plan item before anything is measured: its problem, plan index and FLOPs.
 Row make_row(const PlanItem&);
+// A row no implementation could run (the CUDA context was lost, its worker ended): one
+// measurement for all of them, kept with the baselines (a results file's measurements are "ffpa"
+// or "baseline"); compare still fails the row, whose FFPA measurement is missing.
+Measurement whole_row(Status, std::string reason);
 
 // Environment of this process: GPU, clocks, driver, runtime, cuDNN loaded, build, command line.
 Environment describe_environment(const gpu::DeviceInfo&, const Registry&,

@@ -96,12 +96,7 @@ void make_pipe(int fds[2]) {
 Row unrun_row(const PlanItem& item, int device, Status status, const std::string& reason) {
   Row r = make_row(item);
   r.device.index = device;
-  Measurement m;
-  m.impl = "all";
-  m.kind = "baseline";  // the row's own slot stays empty: no FFPA variant ran
-  m.status = status;
-  m.reason = reason;
-  r.baselines.push_back(m);
+  r.baselines.push_back(whole_row(status, reason));
   return r;
 }
 
