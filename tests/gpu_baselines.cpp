@@ -195,7 +195,7 @@ TEST_CASE("tensors: seeded normal inputs, NaN-poisoned outputs, dropout stream f
   CHECK(bp.fwd.dropout_seed == a.dropout_seed);
 }
 
-TEST_CASE("GPU reference matches the CPU reference; unfused passes FA3's rule", "[gpu][unfused]") {
+TEST_CASE("GPU reference matches the CPU reference, unfused passes FA3's rule", "[gpu][unfused]") {
   std::mt19937 rng(20261202);
   auto unfused = make_unfused_baseline();
   for (const Kind& kind : kKinds)

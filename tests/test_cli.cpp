@@ -238,7 +238,7 @@ TEST_CASE("seed, out, cache, check, format, device, flags", "[cli]") {
   expect_error({"--config", ""}, "--config", "empty file name");
 }
 
-TEST_CASE("compile-only names a known arch; jobs is a positive count", "[cli]") {
+TEST_CASE("compile-only names a known arch, jobs is a positive count", "[cli]") {
   const Options o = run({"--compile-only", "sm_90a", "-j", "4"});
   CHECK(o.compile_only == "sm_90a");
   CHECK(o.jobs == 4);

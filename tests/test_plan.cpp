@@ -270,7 +270,7 @@ TEST_CASE("tensor bytes", "[plan]") {
   for (Pass pass : {Pass::fwd, Pass::bwd}) CHECK(tensor_bytes(p, pass) == p.io_bytes(pass));
 }
 
-TEST_CASE("plan seeds: shared across dtypes, passes and variants; distinct across cases",
+TEST_CASE("plan seeds: shared across dtypes, passes and variants, distinct across cases",
           "[plan]") {
   Fixture f;
   Plan plan = make_plan(f.opts);

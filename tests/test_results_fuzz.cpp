@@ -32,7 +32,7 @@ bool timed(Verdict v) {
 
 }  // namespace
 
-TEST_CASE("mangled results files load or raise InputError; what loads compares", "[json][fuzz]") {
+TEST_CASE("mangled results files load or raise InputError, what loads compares", "[json][fuzz]") {
   const std::string original = test::read_file(test::source_dir() / kRun);
   const Results base = parse_results(original, "base.json");
   REQUIRE(compare(base, base, 5).exit_code() == 0);

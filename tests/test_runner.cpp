@@ -9,7 +9,7 @@
 
 using namespace ffpa;
 
-TEST_CASE("variant selection rejects unknown names; baseline modes pick baselines", "[runner]") {
+TEST_CASE("variant selection rejects unknown names, baseline modes pick baselines", "[runner]") {
   const Registry reg = Registry::make();
   CHECK(selected_variants(reg, {}).size() == reg.variants.size());
   CHECK_THROWS_AS(selected_variants(reg, {"no-such-variant"}), InputError);
