@@ -60,10 +60,10 @@ constexpr int NPO = (NP + SPLIT - 1) / SPLIT;  // O (and V) panels of a CTA; the
                                                // lie past D: TMA zero-fills them, unstored
 constexpr int NP0 = (NPO + 1) / 2;             // O panels of consumer 0
 constexpr int NP1 = NPO - NP0;                 // of consumer 1
-constexpr int PANEL = BC * 128;         // one ring slot
+constexpr int PANEL = BC * 128;                // one ring slot
 constexpr int Q_PANEL = BR * 128;
 constexpr int Q_BYTES = BR * DP * 2;
-constexpr int P_BYTES = 2 * BR * BC * 2;  // sP[0], sP[1]
+constexpr int P_BYTES = 2 * BR * BC * 2;       // sP[0], sP[1]
 constexpr int PAIR_PANELS = 2 * NP + 2 * NPO;  // K of both blocks, then V of both
 constexpr int NT = 384;
 // Offsets from the 1024-aligned base.
@@ -307,10 +307,10 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int n = 0; n < 8; ++n)
-          asm volatile("ld.shared.b32 %0, [%1];\n"
-                       : "=r"(pb[n / 2][(n & 1) * 2 + h])
-                       : "r"(sPother +
-                             tile_off(wq * 16 + (lane >> 2) + h * 8, n * 8 + (lane & 3) * 2, BR)));
+          asm volatile(
+              "ld.shared.b32 %0, [%1];\n"
+              : "=r"(pb[n / 2][(n & 1) * 2 + h])
+              : "r"(sPother + tile_off(wq * 16 + (lane >> 2) + h * 8, n * 8 + (lane & 3) * 2, BR)));
     }
 
     // O *= alpha (the previous pair's PV retired) in the warps where a row's maximum moved, then
@@ -457,7 +457,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
           produce(ring, tk, seq++, j0, q, kvh, b, rank);
           produce(ring, tk, seq++, j1, q, kvh, b, rank);
         }
-        const int v0 = split * NPO;      // this CTA's V panels
+        const int v0 = split * NPO;  // this CTA's V panels
 #pragma unroll 1
         for (int k = 0; k < NP0; ++k) {  // own blocks' V: consumer 0's panel k, consumer 1's
           produce(ring, tv, seq++, j0, v0 + k, kvh, b, rank);
@@ -494,10 +494,10 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
     const u32 sP = sQ + OFF_P;
     if (wg == 1)
       consume<0>(p, ring, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag,
-                  split);
+                 split);
     else
       consume<1>(p, ring, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag,
-                  split);
+                 split);
   }
   // A CTA leaves only when its cluster partner no longer arrives on its barriers.
   if (CL > 1) cluster_sync();

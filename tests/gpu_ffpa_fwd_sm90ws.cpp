@@ -127,7 +127,8 @@ TEST_CASE("sm90ws: D 520..1024, O split over two CTAs", "[gpu]") {
   p.dropout = 0.1;
   p.mask = MaskKind::query_key;
   expect_close(p);
-  for (int slots : {4, 5, 8}) expect_close(make(1, 2, 2, 200, 390, 1024), fwd90ws::Config{slots, 1});
+  for (int slots : {4, 5, 8})
+    expect_close(make(1, 2, 2, 200, 390, 1024), fwd90ws::Config{slots, 1});
   expect_close(make(1, 2, 2, 200, 390, 768), fwd90ws::Config{8, 1, 1});
 }
 

@@ -53,11 +53,10 @@ class Fwd90wsOp : public Op {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {
-    {"slots", &Config::slots},
-    {"cluster", &Config::cluster},
-    {"psmem", &Config::psmem},
-    {"depth", &Config::depth}};
+constexpr Knob<Config> kKnobs[] = {{"slots", &Config::slots},
+                                   {"cluster", &Config::cluster},
+                                   {"psmem", &Config::psmem},
+                                   {"depth", &Config::depth}};
 
 Support problem_check(const Problem& pr) {
   const auto& s = pr.shape;
@@ -110,7 +109,8 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.psmem != 0 && c.psmem != 1) return Support::no("psmem is 0 or 1");
   if (c.depth != 1 && c.depth != 2) return Support::no("depth is 1 or 2");
   if (c.slots < 2 * (c.depth + 1))
-    return Support::no("slots must be at least " + s(2 * (c.depth + 1)) + " (depth + 1 held by each consumer)");
+    return Support::no("slots must be at least " + s(2 * (c.depth + 1)) +
+                       " (depth + 1 held by each consumer)");
   if (D % 8 || D < kMinD || D > kMaxD)
     return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
                        ".." + s(kMaxD));
@@ -169,9 +169,9 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
   const FfpaTmaDesc tv = gpu::tma_rows_map(p.v, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, p.v_row_stride,
                                            p.v_head_stride, p.v_batch_stride, box_rows);
   const int64_t blocks = (sh.group() * sh.Nq + 63) / 64;
-  const dim3 grid = launch_grid(
-      (blocks + c.cluster - 1) / c.cluster * c.cluster * splits(static_cast<int>(sh.D)), sh.Hkv,
-      sh.B);
+  const dim3 grid =
+      launch_grid((blocks + c.cluster - 1) / c.cluster * c.cluster * splits(static_cast<int>(sh.D)),
+                  sh.Hkv, sh.B);
   return std::make_unique<Fwd90wsOp>(nvrtc::Library(comp.cubin), p, tk, tv, grid, c.cluster,
                                      smem_bytes(c, static_cast<int>(sh.D)));
 }
