@@ -5,6 +5,7 @@
 #include "baselines/cudnn.hpp"
 #include "variants/ffpa_bwd.hpp"
 #include "variants/ffpa_bwd_sm90.hpp"
+#include "variants/ffpa_bwd_sm90c.hpp"
 #include "variants/ffpa_fwd.hpp"
 #include "variants/ffpa_fwd_sm90.hpp"
 
@@ -16,6 +17,7 @@ std::vector<std::unique_ptr<Variant>> make_variants() {
   v.push_back(make_ffpa_fwd_sm90());
   v.push_back(make_ffpa_bwd_sm80());
   v.push_back(make_ffpa_bwd_sm90());
+  v.push_back(make_ffpa_bwd_sm90c());
   return v;
 }
 
