@@ -46,3 +46,9 @@ struct FfpaBwdParams {
   float* dq_accum;     // fp32 workspace when dQ is accumulated atomically
   float* dbias_accum;  // fp32 workspace for dbias
 };
+
+// A TMA tensor map (CUtensorMap: 128 opaque bytes, 64-byte aligned), encoded on the host and
+// passed by value as a __grid_constant__ kernel parameter; the kernels need no cuda.h.
+struct alignas(64) FfpaTmaDesc {
+  unsigned long long opaque[16];
+};

@@ -8,6 +8,7 @@
 #include "variants/ffpa_bwd_sm90c.hpp"
 #include "variants/ffpa_fwd.hpp"
 #include "variants/ffpa_fwd_sm90.hpp"
+#include "variants/ffpa_fwd_sm90ws.hpp"
 
 namespace ffpa {
 
@@ -15,6 +16,7 @@ std::vector<std::unique_ptr<Variant>> make_variants() {
   std::vector<std::unique_ptr<Variant>> v;
   v.push_back(make_ffpa_fwd_sm80());
   v.push_back(make_ffpa_fwd_sm90());
+  v.push_back(make_ffpa_fwd_sm90ws());
   v.push_back(make_ffpa_bwd_sm80());
   v.push_back(make_ffpa_bwd_sm90());
   v.push_back(make_ffpa_bwd_sm90c());

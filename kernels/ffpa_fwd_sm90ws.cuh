@@ -1,0 +1,394 @@
+// Warp-specialized flash-attention forward for Hopper (sm_90a): a TMA producer warpgroup and two
+// consumer warpgroups that split the key blocks for QK and the columns of O for PV. Compiled at
+// run time by NVRTC; the configuration comes in as macros (src/variants/ffpa_fwd_sm90ws_kernel.cpp
+// sets them):
+//   FFPA_D        head dim (multiple of 8, 72..512)
+//   FFPA_SLOTS    8 KB slots of the K/V ring
+//   FFPA_CLUSTER  1, or 2: two CTAs of neighbouring query blocks share every K/V panel (each loads
+//                 half of it and multicasts it to both), halving the L2 traffic per FLOP
+//   FFPA_BF16, FFPA_CAUSAL as in ffpa_fwd.cuh (no bias, dropout or split-KV here)
+//
+// A CTA holds 64 query rows (of the packed group * Nq rows of one kv head) and walks the keys in
+// pairs of 64-key blocks. Consumer c (0 or 1) owns block 2t + c of pair t:
+//  - QK: S_c = Q K_c^T over the whole (64-padded) D, wgmma m64n64k16 with Q and K from shared
+//    memory; no partial sums to exchange.
+//  - softmax: the two consumers exchange their row maxima once per pair (named barrier 1), so
+//    both rescale by the same factor and the pair acts as one 128-key block; each keeps the row
+//    sum of its own blocks (added at the end).
+//  - P_c goes to registers (A of consumer c's own PV) and to shared memory sP[c] (A of the other
+//    consumer's PV); named barrier 2 publishes it.
+//  - PV: consumer c owns the O columns [64 * c0, ...) of its panels (the first NP0 panels for
+//    c = 0, the other NP1 for c = 1) and adds P_own V_own + P_other V_other to them.
+// The producer streams the panels through a FIFO ring of 8 KB slots (64 keys x 64 columns,
+// 128-byte swizzle: the layout tile_off gives, so the wgmma descriptors are ffpa-fwd-sm90's) in
+// exactly the order the consumers read them, each slot with a full and an empty mbarrier. A
+// consumer releases a slot as soon as the wgmma group that read it has retired, holding at most
+// two, so the ring keeps streaming while the consumers compute the softmax. Every wgmma group
+// retires inside its phase: none is in flight across a loop edge (that makes ptxas serialize
+// every wgmma, C7514/C7515). tools/ffpa_fwd_sm90ws_sim.py checks the ring order and the barrier
+// protocol.
+#pragma once
+
+#include "tma.cuh"
+#include "wgmma.cuh"
+
+namespace ffpa_fwd90ws {
+
+using namespace ffpa_dev;
+
+constexpr int D = FFPA_D;
+constexpr int BR = 64;
+constexpr int BC = 64;
+constexpr int R = FFPA_SLOTS;
+constexpr int CL = FFPA_CLUSTER;
+constexpr int DP = (D + 63) / 64 * 64;  // zero-filled past D (TMA and the Q load)
+constexpr int NP = DP / 64;             // 64-column panels
+constexpr int NP0 = (NP + 1) / 2;       // O panels of consumer 0
+constexpr int NP1 = NP - NP0;           // of consumer 1
+constexpr int PANEL = BC * 128;         // one ring slot
+constexpr int Q_PANEL = BR * 128;
+constexpr int Q_BYTES = BR * DP * 2;
+constexpr int P_BYTES = 2 * BR * BC * 2;  // sP[0], sP[1]
+constexpr int PAIR_PANELS = 4 * NP;       // K of both blocks, then V of both
+constexpr int NT = 384;
+// Offsets from the 1024-aligned base.
+constexpr int OFF_RING = Q_BYTES;
+constexpr int OFF_P = OFF_RING + R * PANEL;
+constexpr int OFF_STATS = OFF_P + P_BYTES;        // row maxima and sums of both consumers, floats
+constexpr int OFF_ROWS = OFF_STATS + 4 * BR * 4;  // query index and q head per row, ints
+constexpr int OFF_BARS = OFF_ROWS + 2 * BR * 4;   // full[R], empty[R]
+constexpr int SMEM_BYTES = 1024 + OFF_BARS + 2 * R * 8;
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+
+static_assert(D % 8 == 0 && D > 64 && D <= 512, "D: a multiple of 8 in 72..512");
+static_assert(CL == 1 || CL == 2, "cluster of 1 or 2 CTAs");
+static_assert(R >= 4, "the ring holds at least two slots per consumer");
+
+// Named barriers (0 is __syncthreads): the two consumers' row maxima, their P tiles, Q and the
+// row table loaded, the row sums.
+enum : int { BAR_MAX = 1, BAR_P = 2, BAR_Q = 3, BAR_SUM = 4 };
+
+// Addresses are computed where used (opaque): the unrolled panel loops would otherwise hoist
+// every panel's addresses into registers the O accumulator needs.
+struct Ring {
+  u32 base, bars;  // slot 0 and full[0] (empty[i] = full[R + i])
+  __device__ u32 slot(int seq) const { return base + opaque((u32)(seq % R) * PANEL); }
+  __device__ u32 full(int seq) const { return bars + opaque((u32)(seq % R) * 8); }
+  __device__ u32 empty(int seq) const { return bars + opaque((u32)(R + seq % R) * 8); }
+  __device__ static u32 parity(int seq) { return (u32)(seq / R) & 1u; }
+};
+
+// Sequence numbers of pair t's panels (the producer's order): K panel p of block 2t + c, then the
+// V panels. Consumer c's k-th own V panel and k-th V panel of the other block alternate with the
+// other consumer's, so both consumers always find their next panel close ahead.
+__device__ __forceinline__ int seq_k(int t, int p, int c) {
+  return t * PAIR_PANELS + 2 * p + c;
+}
+__device__ __forceinline__ int seq_v_own(int t, int k, int c) {
+  return t * PAIR_PANELS + 2 * NP + 2 * k + c;
+}
+__device__ __forceinline__ int seq_v_other(int t, int k, int c) {
+  return t * PAIR_PANELS + 3 * NP + 2 * k + c;
+}
+
+// A consumer warp is done with a slot: one arrival per warp on the slot's empty barrier, in every
+// CTA of the cluster (each CTA's producer writes its half of the slot into both).
+__device__ __forceinline__ void release(const Ring& ring, int seq, int lane) {
+  if (lane == 0) {
+    if (CL == 1) {
+      mbar_arrive(ring.empty(seq));
+    } else {
+#pragma unroll
+      for (int r = 0; r < CL; ++r) mbar_arrive_cluster(ring.empty(seq), r);
+    }
+  }
+}
+
+// Panel (block j, columns 64 p) of K or V into the slot of seq.
+__device__ __forceinline__ void produce(const Ring& ring, const FfpaTmaDesc& map, int seq, int j,
+                                        int p, int kvh, int b, u32 rank) {
+  mbar_wait(ring.empty(seq), Ring::parity(seq) ^ 1u);
+  mbar_expect_tx(ring.full(seq), PANEL);
+  if (CL == 1) {
+    tma_load_4d(ring.slot(seq), map, p * 64, j * BC, kvh, b, ring.full(seq));
+  } else {
+    // Rank r loads keys [32 r, 32 r + 32) of the block for both CTAs.
+    constexpr int HALF = PANEL / CL;
+    tma_load_4d_multicast(ring.slot(seq) + rank * HALF, map, p * 64, j * BC + rank * (BC / CL), kvh,
+                          b, ring.full(seq), (unsigned short)((1u << CL) - 1));
+  }
+}
+
+// One consumer warpgroup (C = 0 or 1) over all pairs, then its part of the epilogue.
+template <int C>
+__device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring, u32 sQ, u32 sP,
+                                        float* sstat, const int* srow, int npairs, int m0, int kvh,
+                                        int b, int rows_total, int r_lo, int diag) {
+  constexpr int NPC = C == 0 ? NP0 : NP1;  // O panels of this consumer
+  constexpr int P0 = C == 0 ? 0 : NP0;     // the first of them
+  const int t128 = threadIdx.x & 127, lane = t128 & 31, wq = t128 >> 5;
+  float* smax = sstat;           // [2][BR]
+  float* ssum = sstat + 2 * BR;  // [2][BR]
+
+  float o[NPC][8][4];
+#pragma unroll
+  for (int c = 0; c < NPC; ++c)
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[c][n][e] = 0.f;
+  float m_run[2] = {NEG_INF, NEG_INF}, l_run[2] = {0.f, 0.f};
+
+  for (int t = 0; t < npairs; ++t) {
+    const int j = 2 * t + C;  // this consumer's key block
+
+    // S = Q K_j^T: one group per K panel; a panel's slot is released once the group that read
+    // it retired (wait<1> after the next group is committed).
+    float s[8][4];
+#pragma unroll
+    for (int q = 0; q < NP; ++q) {
+      const int seq = seq_k(t, q, C);
+      mbar_wait(ring.full(seq), Ring::parity(seq));
+      const u32 sk = ring.slot(seq), sq = sQ + q * Q_PANEL;
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        if (q == 0 && kk == 0)
+          wgmma_first<0, 0>(s, desc_k(sq), desc_k(sk));
+        else
+          wgmma<0, 0>(s, desc_k(sq + kk * 32), desc_k(sk + kk * 32));
+      }
+      wgmma_commit();
+      if (q > 0) {
+        wgmma_wait<1>();
+        release(ring, seq_k(t, q - 1, C), lane);
+      }
+    }
+    wgmma_wait<0>();
+    release(ring, seq_k(t, NP - 1, C), lane);
+    fence_acc(s);
+
+    // Online softmax in exp2 form over the pair: both consumers fold in the same maximum.
+    const bool edge = (j + 1) * BC > p.Nkv || (FFPA_CAUSAL && (j + 1) * BC - 1 > r_lo + diag);
+    const int key0 = j * BC + (lane & 3) * 2;  // key of this thread's first S column
+    float rmax[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = wq * 16 + (lane >> 2) + h * 8;
+      const int causal_lim = srow[row] + diag - key0;  // columns past it are masked
+      const int kv_lim = p.Nkv - key0;
+      float v = NEG_INF;
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int kof = n * 8 + e;
+          float x = s[n][h * 2 + e] * p.scale_log2;
+          if (edge && (kof >= kv_lim || (FFPA_CAUSAL && kof > causal_lim))) x = NEG_INF;
+          s[n][h * 2 + e] = x;
+          v = fmaxf(v, x);
+        }
+      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+      rmax[h] = v;
+      if ((lane & 3) == 0) smax[C * BR + row] = v;
+    }
+    named_sync(BAR_MAX, 256);
+
+    u32 pa[4][4];  // P as the A fragments of the own PV (k16 step ks: n8 groups 2 ks, 2 ks + 1)
+    float alpha[2];
+    const u32 sPown = sP + C * (BR * BC * 2);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = wq * 16 + (lane >> 2) + h * 8;
+      const float m_new = fmaxf(m_run[h], fmaxf(rmax[h], smax[(1 - C) * BR + row]));
+      const float base = m_new == NEG_INF ? 0.f : m_new;
+      alpha[h] = exp2f(m_run[h] - base);
+      m_run[h] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float p0 = exp2f(s[n][h * 2] - base), p1 = exp2f(s[n][h * 2 + 1] - base);
+        sum += p0 + p1;
+        const u32 pk = pack2(p0, p1);
+        pa[n / 2][(n & 1) * 2 + h] = pk;
+        asm volatile(
+            "st.shared.b32 [%0], %1;\n" ::"r"(sPown + tile_off(row, n * 8 + (lane & 3) * 2, BR)),
+            "r"(pk));
+      }
+      l_run[h] = l_run[h] * alpha[h] + sum;
+    }
+    // The other consumer's PV reads sP through the async proxy.
+    fence_proxy_async();
+    named_sync(BAR_P, 256);
+
+    // O *= alpha (the previous pair's PV retired), then O += P_own V_own + P_other V_other.
+#pragma unroll
+    for (int c = 0; c < NPC; ++c) {
+      fence_acc(o[c]);
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[c][n][e] *= alpha[e >> 1];
+      fence_acc(o[c]);
+    }
+    fence_regs(pa);
+    const u32 sPother = sP + (1 - C) * (BR * BC * 2);
+#pragma unroll
+    for (int i = 0; i < 2 * NPC; ++i) {
+      const bool own = i < NPC;
+      const int c = own ? i : i - NPC;
+      const int seq = own ? seq_v_own(t, c, C) : seq_v_other(t, c, C);
+      mbar_wait(ring.full(seq), Ring::parity(seq));
+      const u32 sv = ring.slot(seq);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        const u64 db = desc_mn(sv + ks * 16 * 128);
+        if (own)
+          wgmma_rs(o[c], pa[ks], db);
+        else
+          wgmma<0, 1>(o[c], desc_k(sPother + ks * 32), db);
+      }
+      wgmma_commit();
+      if (i > 0) {
+        wgmma_wait<1>();
+        const int pc = own ? i - 1 : i - 1 - NPC;
+        release(ring, i - 1 < NPC ? seq_v_own(t, i - 1, C) : seq_v_other(t, pc, C), lane);
+      }
+    }
+    wgmma_wait<0>();
+    release(ring, seq_v_other(t, NPC - 1, C), lane);
+  }
+#pragma unroll
+  for (int c = 0; c < NPC; ++c) fence_acc(o[c]);
+
+  // l = the two consumers' sums; consumer 0 writes the LSE.
+  float lsum[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = l_run[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    lsum[h] = l;
+    if ((lane & 3) == 0) ssum[C * BR + wq * 16 + (lane >> 2) + h * 8] = l;
+  }
+  named_sync(BAR_SUM, 256);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = wq * 16 + (lane >> 2) + h * 8;
+    const int i = m0 + row;
+    if (i >= rows_total) continue;
+    const float l = lsum[h] + ssum[(1 - C) * BR + row];
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const int hq = kvh * p.group + i / p.Nq, r = i % p.Nq;
+    if (C == 0 && (lane & 3) == 0)
+      p.lse[((long long)b * p.Hq + hq) * p.Nq + r] =
+          l > 0.f ? (m_run[h] + __log2f(l)) * LN2 : NEG_INF;
+    u16* orow =
+        static_cast<u16*>(p.o) + b * p.o_batch_stride + hq * p.o_head_stride + r * p.o_row_stride;
+#pragma unroll
+    for (int c = 0; c < NPC; ++c)
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const int col = (P0 + c) * 64 + n * 8 + (lane & 3) * 2;
+        if (col < D)
+          *reinterpret_cast<u32*>(orow + col) =
+              pack2(o[c][n][h * 2] * inv, o[c][n][h * 2 + 1] * inv);
+      }
+  }
+}
+
+}  // namespace ffpa_fwd90ws
+
+extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
+    ffpa_fwd_sm90ws_kernel(const __grid_constant__ FfpaFwdParams p,
+                           const __grid_constant__ FfpaTmaDesc tk,
+                           const __grid_constant__ FfpaTmaDesc tv) {
+  using namespace ffpa_fwd90ws;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // The swizzle is a function of absolute address bits 7..9: align the tiles to 1024 bytes.
+  const u32 raw = smem_u32(smem_raw);
+  const u32 sQ = (raw + 1023u) & ~1023u;
+  unsigned char* smem = smem_raw + (sQ - raw);
+  const Ring ring{sQ + OFF_RING, sQ + OFF_BARS};
+  float* sstat = reinterpret_cast<float*>(smem + OFF_STATS);
+  int* srow = reinterpret_cast<int*>(smem + OFF_ROWS);
+
+  const int tid = threadIdx.x;
+  const int wg = tid >> 7;
+  const int rows_total = p.group * p.Nq;
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * BR;  // heaviest causal blocks first
+  const int kvh = blockIdx.y;
+  const int b = blockIdx.z;
+  const u32 rank = CL == 1 ? 0u : cluster_rank();
+  // Every CTA of a cluster walks the same key blocks (the ring is shared): without causal
+  // masking they all see every key.
+  const auto [r_lo, diag, ntile] = block_span<BR, BC>(p, m0, rows_total);
+  const int npairs = (ntile + 1) / 2;  // an odd count ends with a block masked out entirely
+
+  if (tid == 0) {
+    for (int i = 0; i < R; ++i) {
+      mbar_init(ring.full(i), 1);
+      mbar_init(ring.empty(i), 4 * CL);  // each consumer warp of every CTA of the cluster
+    }
+    mbar_init_fence();
+  }
+  if (CL == 1)
+    __syncthreads();
+  else
+    cluster_sync();
+
+  if (wg == 0) {
+    // Producer: one thread streams the panels in the consumers' order.
+    regs_dec<24>();
+    if (tid == 0) {
+      tma_prefetch_desc(tk);
+      tma_prefetch_desc(tv);
+      int seq = 0;
+      for (int t = 0; t < npairs; ++t) {
+        const int j0 = 2 * t, j1 = 2 * t + 1;
+        for (int q = 0; q < NP; ++q) {
+          produce(ring, tk, seq++, j0, q, kvh, b, rank);
+          produce(ring, tk, seq++, j1, q, kvh, b, rank);
+        }
+        for (int k = 0; k < NP0; ++k) {  // own blocks' V: consumer 0's panel k, consumer 1's
+          produce(ring, tv, seq++, j0, k, kvh, b, rank);
+          if (k < NP1) produce(ring, tv, seq++, j1, NP0 + k, kvh, b, rank);
+        }
+        for (int k = 0; k < NP0; ++k) {  // the other block's V
+          produce(ring, tv, seq++, j1, k, kvh, b, rank);
+          if (k < NP1) produce(ring, tv, seq++, j0, NP0 + k, kvh, b, rank);
+        }
+      }
+    }
+    __syncwarp();
+  } else {
+    regs_inc<240>();
+    const int t128 = tid & 127;
+    // Row table and Q (BR x DP, 64-column panels; zero past the rows and past D) by the 256
+    // consumer threads.
+    if (t128 < BR && wg == 1) {
+      const int i = min(m0 + t128, rows_total - 1);
+      srow[t128] = i % p.Nq;
+      srow[BR + t128] = kvh * p.group + i / p.Nq;
+    }
+    {
+      const u16* qb = static_cast<const u16*>(p.q) + b * p.q_batch_stride;
+      for (int idx = tid - 128; idx < BR * DP / 8; idx += 256)
+        load_q_granule<BR, DP, D>(p, qb, sQ, idx, m0, rows_total, kvh);
+      cp_async_commit();
+      cp_async_wait<0>();
+      fence_proxy_async();
+    }
+    named_sync(BAR_Q, 256);
+    const u32 sP = sQ + OFF_P;
+    if (wg == 1)
+      consume<0>(p, ring, sQ, sP, sstat, srow, npairs, m0, kvh, b, rows_total, r_lo, diag);
+    else
+      consume<1>(p, ring, sQ, sP, sstat, srow, npairs, m0, kvh, b, rows_total, r_lo, diag);
+  }
+  // A CTA leaves only when its cluster partner no longer arrives on its barriers.
+  if (CL > 1) cluster_sync();
+}

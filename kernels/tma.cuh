@@ -1,0 +1,105 @@
+// Hopper (sm_90a) asynchronous-copy and synchronization pieces: mbarriers, TMA tensor loads (with
+// cluster multicast), cluster barriers, named barriers and warpgroup register reallocation.
+// Device code only; the tensor maps are encoded on the host (src/gpu/tma.*) and arrive as
+// __grid_constant__ kernel parameters of type FfpaTmaDesc (params.h).
+#pragma once
+
+#include "ffpa_common.cuh"
+
+namespace ffpa_dev {
+
+// --- mbarriers (shared::cta addresses) ---
+__device__ __forceinline__ void mbar_init(u32 bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes initialized barriers visible to the async proxy and to the other CTAs of the cluster.
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+// The producer's arrival with the number of bytes the phase's copies will deliver.
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Arrival on the barrier at the same offset in CTA `rank` of the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "r"(rank)
+      : "memory");
+}
+// Waits until the phase of parity `parity` has completed (a fresh barrier is in phase 0, so
+// waiting for parity 1 returns at once: the producer's first pass over empty slots).
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// --- TMA ---
+// A 4D box of the tensor map at coordinates (c0 innermost) into shared memory at dst, completing
+// bytes on the barrier bar of this CTA.
+__device__ __forceinline__ void tma_load_4d(u32 dst, const FfpaTmaDesc& map, int c0, int c1, int c2,
+                                            int c3, u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+// The same box written to dst and signalled on bar in every CTA of `mask` in the cluster.
+__device__ __forceinline__ void tma_load_4d_multicast(u32 dst, const FfpaTmaDesc& map, int c0,
+                                                      int c1, int c2, int c3, u32 bar,
+                                                      unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar),
+      "h"(mask)
+      : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_desc(const FfpaTmaDesc& map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(&map))
+               : "memory");
+}
+
+// --- clusters ---
+__device__ __forceinline__ u32 cluster_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA of the cluster: arrive with release, wait with acquire.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\n"
+      "barrier.cluster.wait.acquire.aligned;\n" ::
+          : "memory");
+}
+
+// --- named barriers and register reallocation ---
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void regs_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void regs_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+}  // namespace ffpa_dev

@@ -1,0 +1,155 @@
+#include "variants/ffpa_fwd_sm90ws_kernel.hpp"
+
+#include "core/error.hpp"
+#include "gpu/tma.hpp"
+#include "variants/ffpa_variant.hpp"
+
+namespace ffpa::fwd90ws {
+using namespace ffpa_family;
+namespace {
+
+constexpr const char* kKernel = "ffpa_fwd_sm90ws_kernel";
+
+class Fwd90wsOp : public Op {
+ public:
+  Fwd90wsOp(nvrtc::Library lib, const FfpaFwdParams& p, FfpaTmaDesc tk, FfpaTmaDesc tv, dim3 grid,
+            int cluster, int smem)
+      : lib_(std::move(lib)), p_(p), tk_(tk), tv_(tv), grid_(grid), cluster_(cluster), smem_(smem) {
+    fn_ = lib_.kernel(kKernel);
+    FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn_),
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
+  }
+
+  void launch(cudaStream_t s) override {
+    void* args[] = {&p_, &tk_, &tv_};
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid_;
+    cfg.blockDim = dim3(Config::threads());
+    cfg.dynamicSmemBytes = static_cast<size_t>(smem_);
+    cfg.stream = s;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = static_cast<unsigned>(cluster_);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    FFPA_CUDA(cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(fn_), args));
+  }
+  std::string includes() const override { return "forward (TMA, warp-specialized)"; }
+
+ private:
+  nvrtc::Library lib_;
+  FfpaFwdParams p_;
+  FfpaTmaDesc tk_, tv_;
+  dim3 grid_;
+  int cluster_;
+  int smem_;
+  cudaKernel_t fn_ = nullptr;
+};
+
+}  // namespace
+
+constexpr Knob<Config> kKnobs[] = {{"slots", &Config::slots}, {"cluster", &Config::cluster}};
+
+std::string problem_check(const Problem& pr) {
+  const auto& s = pr.shape;
+  auto n = [](int64_t v) { return std::to_string(v); };
+  if (s.D < kMinD || s.D > kMaxD)
+    return "D=" + n(s.D) + ": ffpa-fwd-sm90ws needs " + n(kMinD) + ".." + n(kMaxD) +
+           " (O split over two consumers, in registers)";
+  if (pr.mask != MaskKind::none) return "additive bias: not in ffpa-fwd-sm90ws yet";
+  if (pr.dropout > 0) return "dropout: not in ffpa-fwd-sm90ws yet";
+  if (s.group() * s.Nq < 128)
+    return "fewer than 128 query rows per kv head (decode): the split-KV kernels fill the GPU";
+  return {};
+}
+
+const std::vector<std::string>& knob_names() {
+  static const std::vector<std::string> names = ffpa_family::knob_names(kKnobs);
+  return names;
+}
+
+Config Config::from_knobs(const Knobs& k) {
+  return read_knobs(kKnobs, k);
+}
+
+Knobs Config::knobs() const {
+  return knobs_of(kKnobs, *this);
+}
+
+Config default_config(const Problem& pr) {
+  Config c;
+  const int D = static_cast<int>(pr.shape.D);
+  // The deepest ring that fits the H200's 227 KB beside Q and the two P tiles.
+  while (c.slots > 4 && smem_bytes(c, D) > 227 * 1024) --c.slots;
+  // The two CTAs of a cluster walk the same key blocks: causal blocks see different counts.
+  if (pr.causal != Causal::none) c.cluster = 1;
+  return c;
+}
+
+int smem_bytes(const Config& c, int D) {
+  // alignment slack, Q, the ring, P of both consumers, row statistics and table, the barriers
+  return 1024 + 64 * padded_d(D, 64) * 2 + c.slots * 8192 + 2 * 64 * 64 * 2 + 4 * 64 * 4 +
+         2 * 64 * 4 + 2 * c.slots * 8;
+}
+
+std::string check(const Config& c, int D, int smem_limit) {
+  auto s = [](int v) { return std::to_string(v); };
+  if (c.cluster != 1 && c.cluster != 2) return "cluster is 1 or 2";
+  if (c.slots < 4) return "slots must be at least 4 (two in flight per consumer)";
+  if (D % 8 || D < kMinD || D > kMaxD)
+    return "D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) + ".." + s(kMaxD);
+  // Registers are set by setmaxnreg (consumers 240, producer 24); ptxas reports any spill.
+  return check_resources(smem_bytes(c, D), smem_limit, Config::threads(), 0);
+}
+
+std::vector<std::string> nvrtc_options(const Config& c, const fwd::Features& f) {
+  const auto d = define;
+  return {d("FFPA_D", f.D),       d("FFPA_SLOTS", c.slots),   d("FFPA_CLUSTER", c.cluster),
+          d("FFPA_BF16", f.bf16), d("FFPA_CAUSAL", f.causal), d("FFPA_BIAS", 0),
+          d("FFPA_DROPOUT", 0)};
+}
+
+nvrtc::Compiled compile(const Config& c, const fwd::Features& f) {
+  return nvrtc::compile("ffpa_fwd_sm90ws.cuh", nvrtc_options(c, f), "sm_90a");
+}
+
+nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
+  if (auto why = needs_sm90(dev); !why.empty()) throw Unsupported(why);
+  if (auto why = problem_check(pr); !why.empty()) throw Unsupported(why);
+  const int D = static_cast<int>(pr.shape.D);
+  if (auto why = check(c, D, dev.smem_per_block_optin); !why.empty()) throw Unsupported(why);
+  if (c.cluster > 1 && pr.causal != Causal::none)
+    throw Unsupported("cluster=" + std::to_string(c.cluster) +
+                      ": the CTAs of a cluster share the key stream, causal blocks differ in "
+                      "length");
+  nvrtc::Compiled comp = compile(c, fwd::Features::of(pr));
+  refuse_spills(comp, kKernel);
+  return comp;
+}
+
+std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams& params,
+                         const gpu::DeviceInfo& dev) {
+  nvrtc::Compiled comp = compile_for(pr, c, dev);
+  // 16-byte cp.async of Q rows and TMA boxes of K/V rows, 4-byte O stores.
+  if (!qkvo_aligned(params, 2))
+    throw Unsupported("q/k/v need 16-byte aligned rows and strides in multiples of 8 elements");
+  FfpaFwdParams p = params;
+  p.num_splits = 1;
+  p.o_partial = nullptr;
+  p.lse_partial = nullptr;
+  const auto& sh = pr.shape;
+  const bool bf16 = pr.dtype == Dtype::bf16;
+  const int box_rows = 64 / c.cluster;  // each CTA of a cluster loads its share of a panel
+  const FfpaTmaDesc tk = gpu::tma_rows_map(p.k, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, p.k_row_stride,
+                                           p.k_head_stride, p.k_batch_stride, box_rows);
+  const FfpaTmaDesc tv = gpu::tma_rows_map(p.v, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, p.v_row_stride,
+                                           p.v_head_stride, p.v_batch_stride, box_rows);
+  const int64_t blocks = (sh.group() * sh.Nq + 63) / 64;
+  const dim3 grid = launch_grid((blocks + c.cluster - 1) / c.cluster * c.cluster, sh.Hkv, sh.B);
+  return std::make_unique<Fwd90wsOp>(nvrtc::Library(comp.cubin), p, tk, tv, grid, c.cluster,
+                                     smem_bytes(c, static_cast<int>(sh.D)));
+}
+
+}  // namespace ffpa::fwd90ws

@@ -1,0 +1,52 @@
+// The warp-specialized Hopper forward (kernels/ffpa_fwd_sm90ws.cuh) below the Variant interface:
+// its configuration, what a configuration costs, the NVRTC options, and an Op bound to a filled
+// FfpaFwdParams with TMA maps of K and V.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/types.hpp"
+#include "gpu/cuda.hpp"
+#include "gpu/nvrtc.hpp"
+#include "params.h"
+#include "variants/ffpa_fwd_kernel.hpp"
+#include "variants/op.hpp"
+
+namespace ffpa::fwd90ws {
+
+// Knobs, as in configs/grids/ffpa-fwd-sm90ws.json. The block is fixed: 64 query rows, a producer
+// warpgroup and two consumer warpgroups, key blocks of 64.
+struct Config {
+  int slots = 18;   // 8 KB slots of the K/V ring
+  int cluster = 2;  // CTAs sharing each K/V panel by TMA multicast (1 or 2)
+
+  static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
+  Knobs knobs() const;
+  static constexpr int threads() { return 384; }
+};
+
+constexpr int kMinD = 72;   // two O panels: one per consumer
+constexpr int kMaxD = 512;  // O (64 x D/2 fp32 a consumer) lives in registers
+
+// Empty when the kernel handles the problem: D, features (no bias, no dropout), enough query rows.
+std::string problem_check(const Problem&);
+
+const std::vector<std::string>& knob_names();
+Config default_config(const Problem&);
+int smem_bytes(const Config&, int D);
+// Empty when the configuration can run D on a device of this shared-memory limit.
+std::string check(const Config&, int D, int smem_limit);
+
+std::vector<std::string> nvrtc_options(const Config&, const fwd::Features&);
+nvrtc::Compiled compile(const Config&, const fwd::Features&);
+
+// What bind() compiles for the problem on the device; needs no GPU. Throws Unsupported off
+// Hopper, when the configuration does not fit the problem or ptxas spilled registers.
+nvrtc::Compiled compile_for(const Problem&, const Config&, const gpu::DeviceInfo&);
+
+std::unique_ptr<Op> bind(const Problem&, const Config&, const FfpaFwdParams& params,
+                         const gpu::DeviceInfo&);
+
+}  // namespace ffpa::fwd90ws

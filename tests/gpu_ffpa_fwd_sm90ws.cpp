@@ -1,0 +1,157 @@
+// The warp-specialized Hopper forward (ffpa-fwd-sm90ws) against the double-precision CPU reference
+// on random data: self, cross, GQA/MQA, odd lengths (the TMA zero-fill and the masked tail block),
+// an odd number of key blocks (the last pair's second block masked out), head dims 72..512 (an odd
+// panel count splits O 3|2), both dtypes, causal both alignments, B > 1, every ring depth and both
+// cluster sizes. Outputs are poisoned (NaN) before the run so an unwritten element fails.
+// "[bench]" times B=1 H=32 N=8192. Needs an sm_90 GPU: elsewhere every case warns and returns.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <optional>
+#include <random>
+
+#include "ffpa_support.hpp"
+#include "gpu/cuda.hpp"
+#include "runner/tensors.hpp"
+#include "variants/ffpa_fwd_sm90ws.hpp"
+#include "variants/ffpa_fwd_sm90ws_kernel.hpp"
+
+using namespace ffpa;
+using namespace ffpa::test;
+
+namespace {
+
+bool hopper() {
+  static const bool yes = gpu::open_device(0).sm_major == 9;
+  if (!yes) WARN("not an sm_90 GPU: ffpa-fwd-sm90ws is not tested here");
+  return yes;
+}
+
+void expect_close(const Problem& pr, std::optional<fwd90ws::Config> cfg = std::nullopt) {
+  const fwd90ws::Config c = cfg ? *cfg : fwd90ws::default_config(pr);
+  expect_forward_close(
+      pr, to_string(c.knobs()), [&](const FfpaFwdParams& p, const gpu::DeviceInfo& dev) {
+        REQUIRE(fwd90ws::problem_check(pr).empty());
+        REQUIRE(fwd90ws::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).empty());
+        return fwd90ws::bind(pr, c, p, dev);
+      });
+}
+
+}  // namespace
+
+TEST_CASE("sm90ws: smallest case first (one block, one key pair, D=128)", "[gpu]") {
+  if (!hopper()) return;
+  expect_close(make(1, 1, 1, 128, 128, 128), fwd90ws::Config{8, 1});
+  expect_close(make(1, 1, 1, 128, 128, 128), fwd90ws::Config{8, 2});
+}
+
+TEST_CASE("sm90ws: self-attention, lengths 128, 129, 200, 1000, D 320 and 512, both dtypes",
+          "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : {Dtype::bf16, Dtype::fp16})
+    for (int D : {320, 512})
+      for (int n : {128, 129, 200, 1000}) {
+        const Problem p = make(1, n == 1000 ? 1 : 2, 1, n, n, D, dt);
+        expect_close(p, fwd90ws::Config{18, 1});
+        expect_close(p, fwd90ws::Config{18, 2});
+      }
+  expect_close(make(2, 2, 2, 300, 300, 512));  // B > 1
+}
+
+TEST_CASE("sm90ws: head dims 72..512 (panels split between the consumers)", "[gpu]") {
+  if (!hopper()) return;
+  for (int D : {72, 128, 136, 256, 384, 448, 504}) expect_close(make(1, 2, 2, 150, 150, D));
+}
+
+TEST_CASE("sm90ws: cross-attention, odd key-block counts", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
+    expect_close(make(1, 2, 2, 130, 333, 512, dt));  // 6 key blocks, the last partial
+    expect_close(make(1, 2, 2, 333, 70, 320, dt));   // 2 key blocks
+    expect_close(make(1, 2, 2, 200, 64, 512, dt));   // 1 key block: the pair's second masked
+    expect_close(make(2, 3, 3, 128, 1000, 512, dt));
+  }
+}
+
+TEST_CASE("sm90ws: GQA and MQA read the kv head h / group", "[gpu]") {
+  if (!hopper()) return;
+  expect_close(make(2, 8, 2, 100, 130, 512));
+  expect_close(make(1, 6, 1, 45, 90, 320, Dtype::fp16));
+  expect_close(make(1, 8, 1, 16, 300, 512));  // 8 q heads of 16 rows: 128 packed rows
+}
+
+TEST_CASE("sm90ws: causal, both alignments, fully masked rows", "[gpu]") {
+  if (!hopper()) return;
+  for (Causal c : {Causal::bottom_right, Causal::top_left})
+    for (auto [nq, nkv] : {std::pair{200, 200}, {130, 300}, {300, 70}, {1000, 1000}})
+      for (int D : {320, 512}) {
+        Problem p = make(1, 4, 2, nq, nkv, D);
+        p.causal = c;
+        expect_close(p);
+      }
+}
+
+TEST_CASE("sm90ws: ring depths and cluster sizes", "[gpu]") {
+  if (!hopper()) return;
+  const Problem p = make(1, 2, 2, 390, 450, 512);
+  for (int slots : {4, 5, 8, 12, 16, 18})
+    for (int cl : {1, 2}) expect_close(p, fwd90ws::Config{slots, cl});
+  const Problem p320 = make(1, 2, 2, 390, 450, 320);
+  for (int slots : {4, 7, 18}) expect_close(p320, fwd90ws::Config{slots, 2});
+}
+
+TEST_CASE("sm90ws: the variant through AttnTensors passes the runner's FA3-rule check", "[gpu]") {
+  if (!hopper()) return;
+  auto v = make_ffpa_fwd_sm90ws();
+  Problem self = make(2, 8, 2, 333, 333, 512);
+  self.causal = Causal::bottom_right;
+  const Problem cross = make(1, 16, 4, 130, 3000, 320);
+  expect_forward_variant_passes(*v, {self, cross});
+}
+
+namespace {
+
+void bench(const char* name, const Problem& pr, const fwd90ws::Config& c) {
+  const auto& s = pr.shape;
+  std::mt19937 rng(7);
+  gpu::DeviceBuffer q = big_random(s.B * s.Hq * s.Nq * s.D, rng);
+  gpu::DeviceBuffer k = big_random(s.B * s.Hkv * s.Nkv * s.D, rng);
+  gpu::DeviceBuffer v = big_random(s.B * s.Hkv * s.Nkv * s.D, rng);
+  gpu::DeviceBuffer o(static_cast<size_t>(s.B * s.Hq * s.Nq * s.D) * 2);
+  gpu::DeviceBuffer lse(static_cast<size_t>(s.B * s.Hq * s.Nq) * 4);
+  FfpaFwdParams p = contiguous_params(pr, HostAttnInputs{});
+  p.q = q.get(), p.k = k.get(), p.v = v.get(), p.o = o.get(), p.lse = lse.as<float>();
+  const gpu::DeviceInfo dev = gpu::open_device(0);
+  std::unique_ptr<Op> op;
+  try {
+    op = fwd90ws::bind(pr, c, p, dev);
+  } catch (const Unsupported& e) {
+    std::printf("%-8s D=%4lld %s: unsupported (%s)\n", name, (long long)s.D,
+                to_string(c.knobs()).c_str(), e.what());
+    return;
+  }
+  const double med = median_ms(*op, 3, 10, name);
+  std::printf("%-8s D=%4lld Nq=%5lld Nkv=%5lld Hq=%lld Hkv=%lld %-18s %8.3f ms %7.1f TFLOPS\n",
+              name, (long long)s.D, (long long)s.Nq, (long long)s.Nkv, (long long)s.Hq,
+              (long long)s.Hkv, to_string(c.knobs()).c_str(), med,
+              pr.flops(Pass::fwd) / (med * 1e9));
+}
+
+}  // namespace
+
+TEST_CASE("sm90ws forward timings", "[.][bench]") {
+  if (!hopper()) return;
+  const int N = 8192;
+  for (int D : {512, 320, 384, 448}) {
+    const Problem self = make(1, 32, 32, N, N, D);
+    for (int cl : {1, 2})
+      bench("self", self, fwd90ws::Config{fwd90ws::default_config(self).slots, cl});
+    if (D != 512) continue;
+    for (int slots : {8, 12, 16}) bench("slots", self, fwd90ws::Config{slots, 2});
+    Problem causal = self;
+    causal.causal = Causal::bottom_right;
+    bench("causal", causal, fwd90ws::default_config(causal));
+    bench("gqa", make(1, 32, 8, N, N, D), fwd90ws::default_config(self));
+    bench("cross", make(1, 32, 32, 1024, N, D), fwd90ws::default_config(self));
+  }
+}
