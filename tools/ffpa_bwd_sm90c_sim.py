@@ -144,7 +144,8 @@ class Log:
 
     def cluster_sync(self):
         self.calls = getattr(self, "calls", 0) + 1
-        if not (mut("no_cluster_sync_a") and self.calls % 2):  # barrier A: the odd calls
+        a = self.calls % 2  # barrier A: the odd calls, B the even ones
+        if not (mut("no_cluster_sync_a") and a or mut("no_cluster_sync_b") and not a):
             self.csync += 1
         self.sync[0] += 1
         self.sync[1] += 1
@@ -296,9 +297,9 @@ def run_cluster(cfg, pr, j, raw_base):
                     for n in range(NN):
                         slot = (wg * NN + n) * 128 + t128
                         log.access((rank, slot), True, rank, wg * 128 + t128)
-                        xbuf[rank][slot] = (
-                            s[rank][wg][t128][n * 4 + 2 * sw], s[rank][wg][t128][n * 4 + 2 * sw + 1],
-                            dp[rank][wg][t128][n * 4 + 2 * sw], dp[rank][wg][t128][n * 4 + 2 * sw + 1])
+                        sr, dr = s[rank][wg][t128], dp[rank][wg][t128]
+                        xbuf[rank][slot] = (sr[n * 4 + 2 * sw], sr[n * 4 + 2 * sw + 1],
+                                            dr[n * 4 + 2 * sw], dr[n * 4 + 2 * sw + 1])
             log.block_sync(rank)
             for wg in range(2):
                 for t128 in range(128):
@@ -306,10 +307,10 @@ def run_cluster(cfg, pr, j, raw_base):
                         slot = ((1 - wg) * NN + n) * 128 + t128
                         log.access((rank, slot), False, rank, wg * 128 + t128)
                         x = xbuf[rank][slot]
+                        sr, dr = s[rank][wg][t128], dp[rank][wg][t128]
                         for e in range(2):
-                            sm[rank * 2 + wg][t128][n][e] = s[rank][wg][t128][n * 4 + 2 * wg + e] + x[e]
-                            dm[rank * 2 + wg][t128][n][e] = (dp[rank][wg][t128][n * 4 + 2 * wg + e]
-                                                             + x[2 + e])
+                            sm[rank * 2 + wg][t128][n][e] = sr[n * 4 + 2 * wg + e] + x[e]
+                            dm[rank * 2 + wg][t128][n][e] = dr[n * 4 + 2 * wg + e] + x[2 + e]
         # cluster exchange: barrier A, stores into the other block, barrier B, adds
         log.cluster_sync()
         clusters += 1
@@ -504,8 +505,8 @@ def check_case(cfg, pr, j, raw_base=0x410):
 
 MUTATIONS = [
     "no_xor", "kv_no_cbase", "skip_per_rank", "stage_no_quarter", "dq_ksteps_2", "causal_ge",
-    "cluster_to_self",
-    "cluster_slot_other_wg", "no_cluster_sync_a", "no_pt_barrier", "dq_no_cbase", "dbias_both",
+    "cluster_to_self", "cluster_slot_other_wg", "no_cluster_sync_a", "no_cluster_sync_b",
+    "no_pt_barrier", "dq_no_cbase", "dbias_both",
 ]
 
 
