@@ -61,8 +61,7 @@ TEST_CASE("bwd90c: self-attention, lengths 1, 7, 127, 300, D 64..1024, B > 1", "
 
 TEST_CASE("bwd90c: head dims 72..1016, padded to whole 256-column halves", "[gpu]") {
   if (!hopper()) return;
-  for (int D : {72, 136, 256, 264, 384, 504, 520, 768, 1016})
-    expect_close(make(1, 2, 2, 100, 90, D));
+  for (int D : {72, 136, 384, 520, 1016}) expect_close(make(1, 2, 2, 100, 90, D));
 }
 
 TEST_CASE("bwd90c: cross-attention and decode (Nq = 1)", "[gpu]") {
@@ -101,6 +100,7 @@ TEST_CASE("bwd90c: dropout replays the forward's Philox stream", "[gpu]") {
   if (!hopper()) return;
   for (Dtype dt : kTypes)
     for (int D : kDims) {
+      if (dt == Dtype::fp16 && D != 512) continue;  // the dtype does not touch the Philox path
       Problem p = make(2, 2, 1, 60, 75, D, dt);
       p.dropout = 0.1;
       expect_close(p);
@@ -118,27 +118,22 @@ TEST_CASE("bwd90c: additive bias: key, query_key and full shapes, fp32 and input
           "[gpu]") {
   if (!hopper()) return;
   for (Dtype dt : kTypes)
-    for (int D : kDims)
+    for (int D : {64, 512, 1024}) {  // 320 and 576: in the combinations below
+      if (dt == Dtype::fp16 && D != 512) continue;
       for (const Problem& p : bias_problems(D, dt)) expect_close(p);
+    }
 }
 
-TEST_CASE("bwd90c: combinations: causal + bias + dropout + GQA, under every knob", "[gpu]") {
+TEST_CASE("bwd90c: combinations: causal + bias + dropout + GQA", "[gpu]") {
   if (!hopper()) return;
   for (Dtype dt : kTypes)
     for (int D : kDims) {
+      if (dt == Dtype::fp16 && D != 512) continue;
       Problem p = make(2, 4, 2, 70, 101, D, dt);
       p.causal = Causal::bottom_right;
       p.mask = MaskKind::key;
       p.dropout = 0.1;
       expect_close(p);
-      const int np = (D + 255) / 256;  // 64-column panels of a quarter
-      for (int bc : {32, 64})
-        for (int panels : {1, 2, 4})
-          for (int dqbuf : {1, 2}) {
-            const bwd90c::Config c{bc, panels, dqbuf};
-            if (np % panels || (bc == 64 && np > 2)) continue;
-            expect_close(p, c);
-          }
       p.causal = Causal::top_left;
       p.mask = MaskKind::full;
       p.mask_dtype = MaskDtype::input;
@@ -146,6 +141,22 @@ TEST_CASE("bwd90c: combinations: causal + bias + dropout + GQA, under every knob
       p.mask = MaskKind::query_key;
       expect_close(p, bwd90c::Config{32, 1, 1});
     }
+}
+
+TEST_CASE("bwd90c: every knob (bc, panels, dqbuf) at D = 320, 512, 576, 1024", "[gpu]") {
+  if (!hopper()) return;
+  for (int D : {320, 512, 576, 1024}) {
+    Problem p = make(2, 4, 2, 70, 101, D);
+    p.causal = Causal::bottom_right;
+    const int np = (D + 255) / 256;  // 64-column panels of a quarter
+    for (int bc : {32, 64})
+      for (int panels : {1, 2, 4})
+        for (int dqbuf : {1, 2}) {
+          const bwd90c::Config c{bc, panels, dqbuf};
+          if (np % panels || (bc == 64 && np > 2) || (dqbuf == 2 && np < 3)) continue;
+          expect_close(p, c);
+        }
+  }
 }
 
 TEST_CASE("bwd90c: many query tiles and key tiles (GQA, causal, B > 1)", "[gpu]") {
