@@ -6,7 +6,11 @@
 //   FFPA_SLOTS    8 KB slots of the K/V ring
 //   FFPA_CLUSTER  1, or 2: two CTAs of neighbouring query blocks share every K/V panel (each loads
 //                 half of it and multicasts it to both), halving the L2 traffic per FLOP
-//   FFPA_BF16, FFPA_CAUSAL as in ffpa_fwd.cuh (no bias, dropout or split-KV here)
+//   FFPA_PSMEM    0: a consumer's own PV takes P from registers (wgmma RS); 1: from sP like the
+//                 other consumer's (SS): 16 registers fewer, 64 KB more shared reads a pair
+//   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DROPOUT as in ffpa_fwd.cuh (no split-KV here): the
+//                 bias is read from global memory in the softmax (any broadcast shape, through its
+//                 strides; a key bias stays in L1), the keep bits are drawn there per element pair
 //
 // A CTA holds 64 query rows (of the packed group * Nq rows of one kv head) and walks the keys in
 // pairs of 64-key blocks. Consumer c (0 or 1) owns block 2t + c of pair t:
@@ -41,6 +45,7 @@ constexpr int BR = 64;
 constexpr int BC = 64;
 constexpr int R = FFPA_SLOTS;
 constexpr int CL = FFPA_CLUSTER;
+constexpr bool PSMEM = FFPA_PSMEM;
 constexpr int DP = (D + 63) / 64 * 64;  // zero-filled past D (TMA and the Q load)
 constexpr int NP = DP / 64;             // 64-column panels
 constexpr int NP0 = (NP + 1) / 2;       // O panels of consumer 0
@@ -150,7 +155,9 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
     for (int q = 0; q < NP; ++q) {
       const int seq = seq_k(t, q, C);
       mbar_wait(ring.full(seq), Ring::parity(seq));
-      const u32 sk = ring.slot(seq), sq = sQ + q * Q_PANEL;
+      // opaque: descriptors of Q and P are the same every pair; hoisted out of the pair loop
+      // they would hold 2 registers each.
+      const u32 sk = ring.slot(seq), sq = opaque(sQ + q * Q_PANEL);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
@@ -176,8 +183,14 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = wq * 16 + (lane >> 2) + h * 8;
-      const int causal_lim = srow[row] + diag - key0;  // columns past it are masked
+      // Columns kof >= lim are masked: past Nkv, or past the row's last causal key.
       const int kv_lim = p.Nkv - key0;
+      int lim = kv_lim;
+      if (FFPA_CAUSAL) lim = min(lim, srow[row] + diag - key0 + 1);
+#if FFPA_BIAS
+      const long long boff = b * p.bias_batch_stride + srow[BR + row] * p.bias_head_stride +
+                             srow[row] * p.bias_row_stride + key0;
+#endif
       float v = NEG_INF;
 #pragma unroll
       for (int n = 0; n < 8; ++n)
@@ -185,7 +198,10 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
         for (int e = 0; e < 2; ++e) {
           const int kof = n * 8 + e;
           float x = s[n][h * 2 + e] * p.scale_log2;
-          if (edge && (kof >= kv_lim || (FFPA_CAUSAL && kof > causal_lim))) x = NEG_INF;
+#if FFPA_BIAS
+          if (kof < kv_lim) x += bias_at(p, boff + kof) * LOG2E;
+#endif
+          if (edge && kof >= lim) x = NEG_INF;
           s[n][h * 2 + e] = x;
           v = fmaxf(v, x);
         }
@@ -198,7 +214,18 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
 
     u32 pa[4][4];  // P as the A fragments of the own PV (k16 step ks: n8 groups 2 ks, 2 ks + 1)
     float alpha[2];
-    const u32 sPown = sP + C * (BR * BC * 2);
+    const u32 sPown = opaque(sP + C * (BR * BC * 2));
+#if FFPA_DROPOUT
+    // Keep bits of this thread's 32 elements; lanes 2i and 2i + 1 share each Philox block.
+    const int drow = wq * 16 + (lane >> 2) + (lane & 1) * 8;
+    const u32 keep = dropout_keep_bits<8>(
+        p.dropout_seed,
+        p.dropout_offset +
+            (((unsigned long long)b * p.Hq + srow[BR + drow]) * p.Nq + srow[drow]) *
+                (unsigned long long)p.Nkv +
+            key0 - (lane & 1) * 2,
+        p.dropout_p, lane);
+#endif
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = wq * 16 + (lane >> 2) + h * 8;
@@ -209,10 +236,14 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
       float sum = 0.f;
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
-        const float p0 = exp2f(s[n][h * 2] - base), p1 = exp2f(s[n][h * 2 + 1] - base);
+        float p0 = exp2f(s[n][h * 2] - base), p1 = exp2f(s[n][h * 2 + 1] - base);
         sum += p0 + p1;
+#if FFPA_DROPOUT
+        if (!((keep >> ((n * 2 + h) * 2)) & 1)) p0 = 0.f;
+        if (!((keep >> ((n * 2 + h) * 2 + 1)) & 1)) p1 = 0.f;
+#endif
         const u32 pk = pack2(p0, p1);
-        pa[n / 2][(n & 1) * 2 + h] = pk;
+        if (!PSMEM) pa[n / 2][(n & 1) * 2 + h] = pk;
         asm volatile(
             "st.shared.b32 [%0], %1;\n" ::"r"(sPown + tile_off(row, n * 8 + (lane & 3) * 2, BR)),
             "r"(pk));
@@ -233,8 +264,8 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
         for (int e = 0; e < 4; ++e) o[c][n][e] *= alpha[e >> 1];
       fence_acc(o[c]);
     }
-    fence_regs(pa);
-    const u32 sPother = sP + (1 - C) * (BR * BC * 2);
+    if (!PSMEM) fence_regs(pa);
+    const u32 sPother = opaque(sP + (1 - C) * (BR * BC * 2));
 #pragma unroll
     for (int i = 0; i < 2 * NPC; ++i) {
       const bool own = i < NPC;
@@ -246,10 +277,10 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         const u64 db = desc_mn(sv + ks * 16 * 128);
-        if (own)
+        if (own && !PSMEM)
           wgmma_rs(o[c], pa[ks], db);
         else
-          wgmma<0, 1>(o[c], desc_k(sPother + ks * 32), db);
+          wgmma<0, 1>(o[c], desc_k((own ? sPown : sPother) + ks * 32), db);
       }
       wgmma_commit();
       if (i > 0) {
@@ -281,7 +312,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
     const int i = m0 + row;
     if (i >= rows_total) continue;
     const float l = lsum[h] + ssum[(1 - C) * BR + row];
-    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float inv = l > 0.f ? p.dropout_scale / l : 0.f;
     const int hq = kvh * p.group + i / p.Nq, r = i % p.Nq;
     if (C == 0 && (lane & 3) == 0)
       p.lse[((long long)b * p.Hq + hq) * p.Nq + r] =

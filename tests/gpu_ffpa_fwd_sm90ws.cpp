@@ -100,13 +100,61 @@ TEST_CASE("sm90ws: ring depths and cluster sizes", "[gpu]") {
   for (int slots : {4, 7, 18}) expect_close(p320, fwd90ws::Config{slots, 2});
 }
 
+// Bias in every shape and dtype (read from global memory in the softmax) and dropout (the
+// offset 12345 and Nkv = 130 put the 4-key Philox blocks off the block grid).
+TEST_CASE("sm90ws: bias and dropout, D 320 and 512", "[gpu]") {
+  if (!hopper()) return;
+  for (int D : {320, 512})
+    for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
+      for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
+        Problem p = make(2, 4, 2, 90, 140, D);
+        p.mask = m;
+        p.mask_dtype = md;
+        expect_close(p);
+      }
+  for (int D : {384, 512}) {
+    Problem p = make(2, 4, 2, 100, 130, D);  // GQA + dropout
+    p.dropout = 0.1;
+    expect_close(p);
+    p.causal = Causal::bottom_right;
+    p.mask = MaskKind::key;
+    expect_close(p);
+    p.causal = Causal::top_left;
+    p.mask = MaskKind::full;
+    p.mask_dtype = MaskDtype::input;
+    expect_close(p);
+  }
+  Problem p = make(1, 2, 2, 1000, 1000, 512, Dtype::fp16);
+  p.dropout = 0.1;
+  p.mask = MaskKind::key;
+  expect_close(p);
+  expect_close(p, fwd90ws::Config{18, 2, 1});
+}
+
+// The same cases with the own P read from shared memory (psmem): if one path fails and the other
+// passes, the failure is in the P fragments (RS) or in the P tile (SS).
+TEST_CASE("sm90ws: own P through shared memory (psmem=1)", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : {Dtype::bf16, Dtype::fp16})
+    for (int D : {320, 512}) {
+      expect_close(make(1, 2, 1, 129, 129, D, dt), fwd90ws::Config{18, 1, 1});
+      expect_close(make(1, 8, 2, 70, 333, D, dt), fwd90ws::Config{18, 2, 1});
+    }
+  Problem c = make(1, 4, 2, 200, 200, 512);
+  c.causal = Causal::top_left;
+  expect_close(c, fwd90ws::Config{18, 1, 1});
+}
+
 TEST_CASE("sm90ws: the variant through AttnTensors passes the runner's FA3-rule check", "[gpu]") {
   if (!hopper()) return;
   auto v = make_ffpa_fwd_sm90ws();
   Problem self = make(2, 8, 2, 333, 333, 512);
   self.causal = Causal::bottom_right;
-  const Problem cross = make(1, 16, 4, 130, 3000, 320);
-  expect_forward_variant_passes(*v, {self, cross});
+  Problem cross = make(1, 16, 4, 130, 3000, 320);
+  cross.mask = MaskKind::key;
+  Problem drop = make(1, 4, 4, 500, 500, 512);
+  drop.dropout = 0.1;
+  expect_forward_variant_passes(*v, {self, cross, drop});
 }
 
 namespace {
@@ -153,5 +201,8 @@ TEST_CASE("sm90ws forward timings", "[.][bench]") {
     bench("causal", causal, fwd90ws::default_config(causal));
     bench("gqa", make(1, 32, 8, N, N, D), fwd90ws::default_config(self));
     bench("cross", make(1, 32, 32, 1024, N, D), fwd90ws::default_config(self));
+    Problem drop = self;
+    drop.dropout = 0.1;
+    bench("dropout", drop, fwd90ws::default_config(drop));
   }
 }

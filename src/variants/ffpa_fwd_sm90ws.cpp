@@ -17,8 +17,7 @@ struct Fwd90ws {
   static constexpr auto default_config = fwd90ws::default_config;
   static constexpr auto check = fwd90ws::check;
   static constexpr auto compile = fwd90ws::compile_for;
-  static constexpr auto problem_check =
-      fwd90ws::problem_check;  // 72 <= D <= 512, no bias or dropout
+  static constexpr auto problem_check = fwd90ws::problem_check;  // 72 <= D <= 512, 128+ rows
   static constexpr auto device_check = ffpa_family::needs_sm90;
   static std::unique_ptr<Op> bind(const Problem& p, const Config& c, AttnTensors& t,
                                   const gpu::DeviceInfo& d) {

@@ -20,7 +20,8 @@ namespace ffpa::fwd90ws {
 // warpgroup and two consumer warpgroups, key blocks of 64.
 struct Config {
   int slots = 18;   // 8 KB slots of the K/V ring
-  int cluster = 2;  // CTAs sharing each K/V panel by TMA multicast (1 or 2)
+  int cluster = 1;  // CTAs sharing each K/V panel by TMA multicast (1 or 2)
+  int psmem = 0;    // 1: a consumer's own PV reads P from shared memory too (no P registers)
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
@@ -30,7 +31,7 @@ struct Config {
 constexpr int kMinD = 72;   // two O panels: one per consumer
 constexpr int kMaxD = 512;  // O (64 x D/2 fp32 a consumer) lives in registers
 
-// Empty when the kernel handles the problem: D, features (no bias, no dropout), enough query rows.
+// Empty when the kernel handles the problem: D and enough query rows.
 std::string problem_check(const Problem&);
 
 const std::vector<std::string>& knob_names();
