@@ -32,7 +32,8 @@
 //    other block (st.shared::cluster) and adds the other block's: both blocks then hold the full
 //    S and dP of the same rows, bit-identical (a + b = b + a);
 //  - P, dS as in ffpa_bwd_sm90.cuh, computed by both blocks (each needs them for its own half of
-//    dV, dK, dQ); dBias is added by rank 0 only;
+//    dV, dK, dQ); dBias is added by rank 0 only; dropout keep bits are drawn half in each block
+//    and the halves travel with the cluster exchange;
 //  - dV^T[quarter] += dO[:, quarter]^T Pd, dK^T[quarter] += Q[:, quarter]^T dS (M = DQ, N = BC);
 //  - dQ[:, quarter] = dS K[:, quarter] in 64-column chunks with K = BC keys, reduced to dq_accum
 //    with red.global.add.v4.f32 (half the bytes per flop of ffpa_bwd_sm90.cuh at BC = 64).
@@ -69,8 +70,9 @@ constexpr int DQB = FFPA_DQB;
 constexpr int PT_BYTES = BC * BR * 2;       // P^T or dS^T
 constexpr int X_BYTES = 2 * NN * 128 * 16;  // exchange: [w][n8][thread] float4
 constexpr int ROW_BYTES = BR * 8;           // row table of a tile: lse * log2(e), delta
+constexpr int KEEP_BYTES = NT * 4;          // dropout keep bits from the other block, a thread's
 constexpr int SMEM_BYTES =
-    1024 + 2 * KV_BYTES + 2 * Q_BYTES + 2 * PT_BYTES + X_BYTES + 2 * ROW_BYTES;
+    1024 + 2 * KV_BYTES + 2 * Q_BYTES + 2 * PT_BYTES + X_BYTES + 2 * ROW_BYTES + KEEP_BYTES;
 #define POS_INF __int_as_float(0x7f800000u)
 constexpr float LOG2E = 1.4426950408889634f;
 
@@ -111,6 +113,9 @@ __device__ __forceinline__ void cluster_sync() {
       "barrier.cluster.arrive.release.aligned;\n"
       "barrier.cluster.wait.acquire.aligned;\n" ::
           : "memory");
+}
+__device__ __forceinline__ void st_cluster_u32(u32 addr, u32 v) {
+  asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 __device__ __forceinline__ void st_b16(u32 addr, u32 v) {
   asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"((u16)v));
@@ -155,6 +160,8 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   // Row tables of two consecutive query tiles (the next one is staged while dQ of this one is
   // still reduced): per row lse * log2(e) (+inf: no gradient) and delta.
   unsigned char* rows_base = smem + 2 * KV_BYTES + 2 * Q_BYTES + 2 * PT_BYTES + X_BYTES;
+  // Dropout: the keep bits the other block drew for this thread's row (slot tid).
+  u32* keep_in = reinterpret_cast<u32*>(rows_base + 2 * ROW_BYTES);
 
   const int tid = threadIdx.x, lane = tid & 31;
   // The warpgroup index through a shuffle, so that ptxas knows it is warp-uniform.
@@ -248,6 +255,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   // This thread's exchange slot n, and the same slot in the other block.
   const u32 xmine = smem_u32(xbuf + wg * NN * 128 + t128);
   const u32 xpeer = map_rank(xmine, rank ^ 1);
+  const u32 keep_peer = map_rank(smem_u32(keep_in + tid), rank ^ 1);
   int t = next_tile(0), par = 0;
   if (t < ntile) stage(t, 0);
   while (t < ntile) {
@@ -312,15 +320,42 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       dm[n][0] = (wg ? dp[n][2] : dp[n][0]) + x.z;
       dm[n][1] = (wg ? dp[n][3] : dp[n][1]) + x.w;
     }
+#if FFPA_DROPOUT
+    // Keep bits of the thread's row (bit 2n + e): this block draws the n8 groups of its half,
+    // n in [rank NN / 2, (rank + 1) NN / 2), and the other block's half comes with the cluster
+    // exchange, so each P element's Philox draw is made once per cluster. The forward's element
+    // ((b Hq + hq) Nq + r) Nkv + key; one draw live at a time (a rolled loop).
+    u32 keep = 0;
+    {
+      int r, hq;
+      row_of(wq * 16 + (lane >> 2) + wg * 8, r, hq);
+      const unsigned long long erow =
+          (((unsigned long long)b * f.Hq + hq) * f.Nq + max(r, 0)) * (unsigned long long)f.Nkv +
+          key0;
+#pragma unroll 1
+      for (int n = rank * (NN / 2); n < (rank + 1) * (NN / 2); ++n) {
+        float k2[2] = {1.f, 1.f};
+        dropout2(f.dropout_seed, f.dropout_offset + erow + n * 8, f.dropout_p, k2);
+        keep |= (k2[0] != 0.f ? 1u : 0u) << (2 * n) | (k2[1] != 0.f ? 2u : 0u) << (2 * n);
+      }
+    }
+#endif
     // Exchange in the cluster. Barrier A: every thread of both blocks has read its block
     // exchange, so the slots may be overwritten from the other block. Each thread then sends its
-    // sums to the same thread of the other block (slot wg, n: read by it alone), barrier B
-    // publishes them, and both add: S and dP of the rows are the same in both blocks.
+    // sums (and its keep bits) to the same thread of the other block (slot wg, n and keep slot
+    // tid: read by it alone), barrier B publishes them, and both add: S and dP of the rows are
+    // the same in both blocks.
     cluster_sync();
 #pragma unroll
     for (int n = 0; n < NN; ++n)
       st_cluster4(xpeer + n * 128 * 16, sm[n][0], sm[n][1], dm[n][0], dm[n][1]);
+#if FFPA_DROPOUT
+    st_cluster_u32(keep_peer, keep);
+#endif
     cluster_sync();
+#if FFPA_DROPOUT
+    keep |= keep_in[tid];
+#endif
 #pragma unroll
     for (int n = 0; n < NN; ++n) {
       const float4 x = xbuf[(wg * NN + n) * 128 + t128];
@@ -341,20 +376,6 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
 #if FFPA_DBIAS >= 2
       const long long boff =
           b * f.bias_batch_stride + hq * f.bias_head_stride + max(r, 0) * f.bias_row_stride + key0;
-#endif
-#if FFPA_DROPOUT
-      // The forward's element ((b Hq + hq) Nq + r) Nkv + key of the Philox stream.
-      const unsigned long long erow =
-          (((unsigned long long)b * f.Hq + hq) * f.Nq + max(r, 0)) * (unsigned long long)f.Nkv +
-          key0;
-      // Keep bits first (bit 2n + e), one Philox draw live at a time (a rolled loop).
-      u32 keep = 0;
-#pragma unroll 1
-      for (int n = 0; n < NN; ++n) {
-        float k2[2] = {1.f, 1.f};
-        dropout2(f.dropout_seed, f.dropout_offset + erow + n * 8, f.dropout_p, k2);
-        keep |= (k2[0] != 0.f ? 1u : 0u) << (2 * n) | (k2[1] != 0.f ? 2u : 0u) << (2 * n);
-      }
 #endif
 #pragma unroll
       for (int n = 0; n < NN; ++n) {

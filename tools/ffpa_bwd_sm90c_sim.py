@@ -24,7 +24,7 @@ Exact integers stand in for the arithmetic, as in tools/ffpa_bwd_sm90_sim.py: P 
 + 1, dS = Pd dP - P delta, a hash for the dropout decision, 2 for 1 / (1 - p); dBias of a key
 bias = the column sums of dS.
 
-Protocol: every access to the exchange slots and to P^T/dS^T is logged with its block, thread,
+Protocol: every access to the exchange slots, the keep-bit slots and P^T/dS^T is logged with its block, thread,
 program position, the block's barrier count (block and cluster barriers) and the cluster's
 barrier count. Two accesses to the same location, one a write, must be ordered: the same thread
 in program order, the same block across a barrier, or across a cluster barrier; and every read
@@ -82,7 +82,7 @@ class Cfg:
         self.X_BYTES = 2 * self.NN * 128 * 16
         self.ROW_BYTES = BR * 8
         self.SMEM = (1024 + 2 * self.KV_BYTES + 2 * self.Q_BYTES + 2 * self.PT_BYTES +
-                     self.X_BYTES + 2 * self.ROW_BYTES)
+                     self.X_BYTES + 2 * self.ROW_BYTES + NT * 4)
 
 
 class Prob:
@@ -172,8 +172,9 @@ def run_cluster(cfg, pr, j, raw_base):
     sPt = sO + cfg.Q_BYTES
     sSt = sPt + cfg.PT_BYTES
     xb0 = sSt + cfg.PT_BYTES  # the exchange: float4 slots, modelled as a dict per block
-    assert xb0 + cfg.X_BYTES + 2 * cfg.ROW_BYTES <= raw_end
+    assert xb0 + cfg.X_BYTES + 2 * cfg.ROW_BYTES + NT * 4 <= raw_end
     xbuf = [{}, {}]
+    keep_in = [{}, {}]  # per block: keep bits from the other block, slot tid
 
     n0 = j * BC
     rows_total = pr.group * pr.Nq
@@ -311,6 +312,21 @@ def run_cluster(cfg, pr, j, raw_base):
                         for e in range(2):
                             sm[rank * 2 + wg][t128][n][e] = sr[n * 4 + 2 * wg + e] + x[e]
                             dm[rank * 2 + wg][t128][n][e] = dr[n * 4 + 2 * wg + e] + x[2 + e]
+        # dropout: each block draws the keep bits of its half of the n8 groups
+        kmine = {}
+        for rank in range(2):
+            for wg in range(2):
+                for t128 in range(128):
+                    lane, wq = t128 % 32, t128 // 32
+                    r, hq_row = row_of(wq * 16 + (lane >> 2) + wg * 8)
+                    key0 = n0 + (lane & 3) * 2
+                    erow = ((0 * pr.Hq + hq_row) * pr.Nq + max(r, 0)) * pr.Nkv + key0
+                    half = 0 if mut("keep_same_half") else rank
+                    kb = 0
+                    for n in range(half * (NN // 2), (half + 1) * (NN // 2)):
+                        g = pr.offset + erow + n * 8
+                        kb |= (keep(g) << (2 * n)) | (keep(g + 1) << (2 * n + 1))
+                    kmine[rank, wg * 128 + t128] = kb
         # cluster exchange: barrier A, stores into the other block, barrier B, adds
         log.cluster_sync()
         clusters += 1
@@ -325,6 +341,10 @@ def run_cluster(cfg, pr, j, raw_base):
                         log.access((peer, slot), True, rank, wg * 128 + t128)
                         v = sm[rank * 2 + wg][t128][n], dm[rank * 2 + wg][t128][n]
                         xbuf[peer][slot] = (v[0][0], v[0][1], v[1][0], v[1][1])
+                    if pr.dropout:
+                        tid = wg * 128 + t128
+                        log.access((peer, "keep", tid), True, rank, tid)
+                        keep_in[peer][tid] = kmine[rank, tid]
         log.cluster_sync()
         clusters += 1
         for rank in range(2):
@@ -338,6 +358,14 @@ def run_cluster(cfg, pr, j, raw_base):
                             sm[rank * 2 + wg][t128][n][e] += x[e]
                             dm[rank * 2 + wg][t128][n][e] += x[2 + e]
         # P, dS (both blocks), stored transposed
+        kbits_all = {}
+        for rank in range(2):
+            for tid in range(NT):
+                kb = kmine[rank, tid]
+                if pr.dropout and not mut("keep_not_merged"):
+                    log.access((rank, "keep", tid), False, rank, tid)
+                    kb |= keep_in[rank][tid]
+                kbits_all[rank, tid] = kb
         for rank in range(2):
             tab = tables[(rank, par)]
             for wg in range(2):
@@ -349,11 +377,7 @@ def run_cluster(cfg, pr, j, raw_base):
                     key0 = n0 + (lane & 3) * 2
                     causal_lim = r + diag - key0
                     kv_lim = pr.Nkv - key0
-                    erow = ((0 * pr.Hq + hq_row) * pr.Nq + max(r, 0)) * pr.Nkv + key0
-                    kbits = 0
-                    for n in range(NN):
-                        g = pr.offset + erow + n * 8
-                        kbits |= (keep(g) << (2 * n)) | (keep(g + 1) << (2 * n + 1))
+                    kbits = kbits_all[rank, wg * 128 + t128]
                     for n in range(NN):
                         for e in range(2):
                             kof = n * 8 + e
@@ -506,7 +530,7 @@ def check_case(cfg, pr, j, raw_base=0x410):
 MUTATIONS = [
     "no_xor", "kv_no_cbase", "skip_per_rank", "stage_no_quarter", "dq_ksteps_2", "causal_ge",
     "cluster_to_self", "cluster_slot_other_wg", "no_cluster_sync_a", "no_cluster_sync_b",
-    "no_pt_barrier", "dq_no_cbase", "dbias_both",
+    "no_pt_barrier", "dq_no_cbase", "dbias_both", "keep_same_half", "keep_not_merged",
 ]
 
 
@@ -523,7 +547,7 @@ def cases(quick):
         (512, 32, 1, 2, 40, 50, 0, 1, True),  # dropout, two groups
     ]
     if quick:
-        return [full[0], full[1], full[3]]
+        return [full[0], full[1], full[3], full[6]]
     return full
 
 
