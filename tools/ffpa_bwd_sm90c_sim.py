@@ -24,8 +24,8 @@ Exact integers stand in for the arithmetic, as in tools/ffpa_bwd_sm90_sim.py: P 
 + 1, dS = Pd dP - P delta, a hash for the dropout decision, 2 for 1 / (1 - p); dBias of a key
 bias = the column sums of dS.
 
-Protocol: every access to the exchange slots, the keep-bit slots and P^T/dS^T is logged with its block, thread,
-program position, the block's barrier count (block and cluster barriers) and the cluster's
+Protocol: every access to the exchange slots, the keep-bit slots and P^T/dS^T is logged with its
+block, thread, program position, the block's barrier count (block and cluster barriers) and the cluster's
 barrier count. Two accesses to the same location, one a write, must be ordered: the same thread
 in program order, the same block across a barrier, or across a cluster barrier; and every read
 must see the write the kernel means (the data check). Both blocks must meet the same number of
