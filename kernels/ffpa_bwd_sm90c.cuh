@@ -108,11 +108,15 @@ __device__ __forceinline__ void st_cluster4(u32 addr, float a, float b, float c,
                "f"(c), "f"(d)
                : "memory");
 }
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 __device__ __forceinline__ void cluster_sync() {
-  asm volatile(
-      "barrier.cluster.arrive.release.aligned;\n"
-      "barrier.cluster.wait.acquire.aligned;\n" ::
-          : "memory");
+  cluster_arrive();
+  cluster_wait();
 }
 __device__ __forceinline__ void st_cluster_u32(u32 addr, u32 v) {
   asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
@@ -320,6 +324,9 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       dm[n][0] = (wg ? dp[n][2] : dp[n][0]) + x.z;
       dm[n][1] = (wg ? dp[n][3] : dp[n][1]) + x.w;
     }
+    // Barrier A (below) arrives here: this thread has read its block exchange. The keep bits are
+    // drawn while the other block gets there.
+    cluster_arrive();
 #if FFPA_DROPOUT
     // Keep bits of the thread's row (bit 2n + e): this block draws the n8 groups of its half,
     // n in [rank NN / 2, (rank + 1) NN / 2), and the other block's half comes with the cluster
@@ -345,7 +352,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     // sums (and its keep bits) to the same thread of the other block (slot wg, n and keep slot
     // tid: read by it alone), barrier B publishes them, and both add: S and dP of the rows are
     // the same in both blocks.
-    cluster_sync();
+    cluster_wait();
 #pragma unroll
     for (int n = 0; n < NN; ++n)
       st_cluster4(xpeer + n * 128 * 16, sm[n][0], sm[n][1], dm[n][0], dm[n][1]);

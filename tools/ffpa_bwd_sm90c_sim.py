@@ -29,7 +29,9 @@ block, thread, program position, the block's barrier count (block and cluster ba
 barrier count. Two accesses to the same location, one a write, must be ordered: the same thread
 in program order, the same block across a barrier, or across a cluster barrier; and every read
 must see the write the kernel means (the data check). Both blocks must meet the same number of
-cluster barriers (no deadlock: every thread of both blocks executes the same sequence).
+cluster barriers (no deadlock: every thread of both blocks executes the same sequence). The
+kernel splits barrier A (arrive, the keep-bit draws, wait): nothing in between touches a logged
+location, so it is one point here.
 Then every mutation in MUTATIONS (one wrong formula each) must make a check fail.
 Run: python3 tools/ffpa_bwd_sm90c_sim.py
 """
