@@ -6,7 +6,7 @@
 //                            the query tiles of every q head of the GQA group; dQ partial sums
 //                            added to dq_accum with fp32 atomics; dBias
 //   ffpa_bwd_convert_kernel  dq_accum -> dq (input dtype), dbias_accum -> dbias
-// The configuration comes in as macros (src/variants/ffpa_bwd_kernel.cpp sets them):
+// The configuration comes in as macros (src/variants/ffpa_bwd_sm80.cpp sets them):
 //   FFPA_D            head dim (multiple of 8)
 //   FFPA_BR, FFPA_BC  query rows of a query tile, keys of the block's key tile
 //   FFPA_NW           warps

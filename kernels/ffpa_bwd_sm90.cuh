@@ -1,7 +1,7 @@
 // Split-D flash-attention backward for Hopper (sm_90a): warpgroup MMA (wgmma), compiled at run time
 // by NVRTC. Device code only: no standard headers. Launched as ffpa_bwd.cuh's three kernels are:
 // ffpa_bwd_pre_kernel and ffpa_bwd_convert_kernel (ffpa_bwd_aux.cuh) around ffpa_bwd_sm90_kernel.
-// The configuration comes in as macros (src/variants/ffpa_bwd_sm90_kernel.cpp sets them):
+// The configuration comes in as macros (src/variants/ffpa_bwd_sm90.cpp sets them):
 //   FFPA_D       head dim (multiple of 8, at most 512)
 //   FFPA_PPG     64-column panels of each half of D per Q/dO cp.async group (divides DP / 128):
 //                phase 1 waits for (and meets at a barrier on) each group
@@ -48,6 +48,7 @@
 #pragma once
 
 #include "ffpa_common.cuh"
+#include "tma.cuh"
 #include "wgmma.cuh"
 
 namespace ffpa_bwd90 {
@@ -104,14 +105,8 @@ __device__ __forceinline__ void wg_sync(int wg) {
 __device__ __forceinline__ void pair_sync(int wq) {
   asm volatile("bar.sync %0, 64;\n" ::"r"(3 + wq) : "memory");
 }
-// Distributed shared memory of a cluster: this block's rank, the address of `addr` in block
-// `rank`, a 16-byte store there, and the cluster barrier (release/acquire: stores before it are
-// visible after it).
-__device__ __forceinline__ u32 cluster_rank() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
+// Distributed shared memory of a cluster: the address of `addr` in block `rank` and a 16-byte
+// store there (the block's rank and the cluster barrier are tma.cuh's).
 __device__ __forceinline__ u32 map_rank(u32 addr, u32 rank) {
   u32 r;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
@@ -121,12 +116,6 @@ __device__ __forceinline__ void st_cluster4(u32 addr, float a, float b, float c,
   asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b),
                "f"(c), "f"(d)
                : "memory");
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile(
-      "barrier.cluster.arrive.release.aligned;\n"
-      "barrier.cluster.wait.acquire.aligned;\n" ::
-          : "memory");
 }
 __device__ __forceinline__ void st_b16(u32 addr, u32 v) {
   asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"((u16)v));

@@ -11,11 +11,11 @@
 // (D up to 1024). The price: S and dP are sums over both halves of D, exchanged through
 // distributed shared memory (two cluster barriers a query tile).
 //
-// The configuration comes in as macros (src/variants/ffpa_bwd_sm90c_kernel.cpp sets them):
+// The configuration comes in as macros (src/variants/ffpa_bwd_sm90c.cpp sets them):
 //   FFPA_D       head dim (multiple of 8, at most 1024)
 //   FFPA_BC      keys per cluster (key tile): 32 or 64
-//   FFPA_PPG     64-column panels of each warpgroup's quarter per Q/dO cp.async group (divides NP)
-//   FFPA_DQB     dQ chunk accumulators: 1, or 2 (chunk c + 1 is issued before chunk c is reduced)
+//   FFPA_PANELS  64-column panels of each warpgroup's quarter per Q/dO cp.async group (divides NP)
+//   FFPA_DQBUF   dQ chunk accumulators: 1, or 2 (chunk c + 1 is issued before chunk c is reduced)
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh
 //
 // Layout of the work: block x = 2 i + rank (rank = the block's rank in its cluster) works on key
@@ -60,13 +60,13 @@ constexpr int DP = (D + 255) / 256 * 256;  // zero-filled past D
 constexpr int DC = DP / 2;                 // columns of a block
 constexpr int DQ = DP / 4;                 // columns of a warpgroup
 constexpr int NP = DQ / 64;                // 64-column panels of a warpgroup
-constexpr int PPG = FFPA_PPG;              // of them per Q/dO cp.async group
+constexpr int PPG = FFPA_PANELS;           // of them per Q/dO cp.async group
 constexpr int NG = NP / PPG;
 constexpr int KV_PANEL = BC * 128;
 constexpr int Q_PANEL = BR * 128;
 constexpr int KV_BYTES = BC * DC * 2;
 constexpr int Q_BYTES = BR * DC * 2;
-constexpr int DQB = FFPA_DQB;
+constexpr int DQB = FFPA_DQBUF;
 constexpr int PT_BYTES = BC * BR * 2;       // P^T or dS^T
 constexpr int X_BYTES = 2 * NN * 128 * 16;  // exchange: [w][n8][thread] float4
 constexpr int ROW_BYTES = BR * 8;           // row table of a tile: lse * log2(e), delta

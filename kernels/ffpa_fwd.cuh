@@ -1,10 +1,10 @@
 // Split-D flash-attention forward for sm80+ (mma.sync m16n8k16, ldmatrix, cp.async), compiled at
 // run time by NVRTC. Device code only: no standard headers. The configuration comes in as macros
-// (src/variants/ffpa_fwd_kernel.cpp sets them):
+// (src/variants/ffpa_fwd_sm80.cpp sets them):
 //   FFPA_D            head dim (multiple of 8)
 //   FFPA_BR, FFPA_BC  query rows and key columns of one tile
 //   FFPA_WM, FFPA_WN  warp grid: WM warps along rows, WN along key columns (QK) and D (PV)
-//   FFPA_CW           D chunk: K and V stream through shared memory as [BC x CW] pieces, so a stage
+//   FFPA_KD           D chunk: K and V stream through shared memory as [BC x KD] pieces, so a stage
 //                     does not grow with D
 //   FFPA_STAGES       cp.async pipeline depth
 //   FFPA_PRIVATE      0: K/V chunks are loaded once per block (a block barrier per chunk);
@@ -20,11 +20,12 @@
 // expanding K/V; rows = group * Nq), a block takes BR of those rows. Warp (wm, wn) computes
 // S[wm rows][wn key columns] over all D chunks, the row max is exchanged through shared memory, P
 // goes to shared memory once and comes back as A fragments held in registers for the whole PV
-// pass. O[wm rows][D] is split by columns across the WN warps (each owns CW/WN columns of every
+// pass. O[wm rows][D] is split by columns across the WN warps (each owns KD/WN columns of every
 // chunk), so a thread holds (BR/WM)*(D/WN)/32 fp32 accumulators.
 #pragma once
 
 #include "ffpa_common.cuh"
+#include "ffpa_fwd_sm80_layout.h"
 
 namespace ffpa_fwd {
 
@@ -35,30 +36,35 @@ constexpr int BR = FFPA_BR;
 constexpr int BC = FFPA_BC;
 constexpr int WM = FFPA_WM;
 constexpr int WN = FFPA_WN;
-constexpr int CW = FFPA_CW;
+constexpr int KD = FFPA_KD;
 constexpr int STAGES = FFPA_STAGES;
 constexpr int NT = WM * WN * 32;
-constexpr int DP = (D + CW - 1) / CW * CW;  // D padded to whole chunks (zero-filled)
-constexpr int NCH = DP / CW;
+constexpr bool PRIV = FFPA_PRIVATE;
+// The shared-memory layout the host sizes the launch with (kernels/ffpa_fwd_sm80_layout.h).
+FFPA_LAYOUT_FN ffpa_layout::FwdSm80 layout() {
+  return ffpa_layout::fwd_sm80_layout(D, BR, BC, WM, WN, KD, STAGES, PRIV);
+}
+constexpr int DP = layout().padded_d;  // D padded to whole chunks (zero-filled)
+constexpr int NCH = DP / KD;
 constexpr int RW = BR / WM;  // rows per warp
 constexpr int MT = RW / 16;  // m16 tiles per warp
 constexpr int SN = BC / WN;  // S columns per warp
 constexpr int NS = SN / 8;   // n8 tiles of S per warp
-constexpr int VN = CW / WN;  // O columns per warp per chunk
+constexpr int VN = KD / WN;  // O columns per warp per chunk
 constexpr int NV = VN / 8;
 constexpr int KS = BC / 16;  // k16 steps of PV
-constexpr bool PRIV = FFPA_PRIVATE;
-constexpr int SLOT_BYTES = BC * CW * 2 / WN;  // one warp's slice of a chunk (private mode)
-constexpr int STAGE_BYTES = PRIV ? NT / 32 * SLOT_BYTES : BC * CW * 2;
+constexpr int SLOT_BYTES = layout().slot_bytes;  // one warp's slice of a chunk (private mode)
+constexpr int STAGE_BYTES = layout().stage_bytes;
+// Region offsets as scalars (device code reads constexpr scalars, not a constexpr struct).
+constexpr int STAGE_OFF = layout().stage, P_OFF = layout().p, RED_OFF = layout().red;
+static_assert(layout().q == 0, "Q starts the block's shared memory");
+static_assert(layout().rows == RED_OFF + WN * BR * 4, "row indices follow the row exchange");
 constexpr int VG = VN / 8;  // 16-byte granules in a row of a warp's V slice
-constexpr int Q_BYTES = BR * DP * 2;
-constexpr int P_BYTES = BR * BC * 2;
-constexpr int SMEM_BYTES = Q_BYTES + STAGES * STAGE_BYTES + P_BYTES + WN * BR * 4 + BR * 8;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
 static_assert(D % 8 == 0, "D must be a multiple of 8");
-static_assert(CW % 64 == 0 && BC % 64 == 0, "chunks are whole 64-column swizzled tiles");
+static_assert(KD % 64 == 0 && BC % 64 == 0, "chunks are whole 64-column swizzled tiles");
 static_assert(RW % 16 == 0 && SN % 16 == 0 && VN % 16 == 0, "warp tiles are whole 16x16 pieces");
 static_assert(STAGES >= 2, "pipeline needs two stages");
 
@@ -68,10 +74,6 @@ __device__ __forceinline__ u32 vslice_off(int row, int g) {
   return (u32)(row * VN * 2 + ((g ^ ((row / (8 / VG)) % VG)) << 4));
 }
 
-__device__ __forceinline__ void bar_named(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
 }  // namespace ffpa_fwd
 
 extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
@@ -79,9 +81,9 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
   using namespace ffpa_fwd;
   extern __shared__ __align__(128) unsigned char smem[];
   const u32 sQ = smem_u32(smem);
-  const u32 sStage = sQ + Q_BYTES;
-  const u32 sP = sStage + STAGES * STAGE_BYTES;
-  float* red = reinterpret_cast<float*>(smem + Q_BYTES + STAGES * STAGE_BYTES + P_BYTES);
+  const u32 sStage = sQ + STAGE_OFF;
+  const u32 sP = sStage + (P_OFF - STAGE_OFF);
+  float* red = reinterpret_cast<float*>(smem + RED_OFF);
   // Per-row query index and q head, read back every tile: kept in registers across the loop they
   // would cost 4-16 registers at the ptxas limit.
   int* srow = reinterpret_cast<int*>(red + WN * BR);
@@ -139,10 +141,10 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
           u32 off;
           if (isv) {  // all BC keys, the warp's VN columns of the chunk
             const int row = idx / VG, g = idx % VG;
-            key = j * BC + row, d = c * CW + wn * VN + g * 8, off = vslice_off(row, g);
-          } else {  // the warp's SN keys, all CW columns
-            const int row = idx / (CW / 8), col = (idx % (CW / 8)) * 8;
-            key = j * BC + wn * SN + row, d = c * CW + col, off = tile_off(row, col, SN);
+            key = j * BC + row, d = c * KD + wn * VN + g * 8, off = vslice_off(row, g);
+          } else {  // the warp's SN keys, all KD columns
+            const int row = idx / (KD / 8), col = (idx % (KD / 8)) * 8;
+            key = j * BC + wn * SN + row, d = c * KD + col, off = tile_off(row, col, SN);
           }
           const bool ok = key < p.Nkv && d < D;
           cp_async16(slot + off, ok ? base + key * rs + d : base, ok);
@@ -151,11 +153,11 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
         return;
       }
 #pragma unroll
-      for (int it = 0; it < (BC * CW / 8 + NT - 1) / NT; ++it) {
+      for (int it = 0; it < (BC * KD / 8 + NT - 1) / NT; ++it) {
         const int idx = tid + it * NT;
-        if ((BC * CW / 8) % NT && idx >= BC * CW / 8) break;
-        const int row = idx / (CW / 8), col = (idx % (CW / 8)) * 8;
-        const int key = j * BC + row, d = c * CW + col;
+        if ((BC * KD / 8) % NT && idx >= BC * KD / 8) break;
+        const int row = idx / (KD / 8), col = (idx % (KD / 8)) * 8;
+        const int key = j * BC + row, d = c * KD + col;
         const bool ok = key < p.Nkv && d < D;
         cp_async16(dst + tile_off(row, col, BC), ok ? base + key * rs + d : base, ok);
       }
@@ -228,12 +230,12 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
       load_chunk(gi + STAGES - 1);
       const u32 sk = sStage + (gi % STAGES) * STAGE_BYTES;
 #pragma unroll
-      for (int kk = 0; kk < CW / 16; ++kk) {
+      for (int kk = 0; kk < KD / 16; ++kk) {
         u32 a[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
           ldsm_x4(a[mt],
-                  (aQ ^ ((kk & 3) << 5)) + ((c * CW + kk * 16) >> 6) * BR * 128 + mt * 16 * 128);
+                  (aQ ^ ((kk & 3) << 5)) + ((c * KD + kk * 16) >> 6) * BR * 128 + mt * 16 * 128);
 #pragma unroll
         for (int ns = 0; ns < NS; ns += 2) {
           u32 bf[4];
@@ -284,7 +286,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
       }
     // Only the WN warps of one row group exchange row statistics and P.
     if (PRIV)
-      bar_named(1 + wm, WN * 32);
+      named_sync(1 + wm, WN * 32);
     else
       __syncthreads();
     float al[MT][2];  // rescale of O, applied chunk by chunk in the PV pass
@@ -330,7 +332,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
         al[mt][h] = alpha;
       }
     }
-    if (PRIV) bar_named(1 + wm, WN * 32);  // P written (shared mode: the next chunk barrier)
+    if (PRIV) named_sync(1 + wm, WN * 32);  // P written (shared mode: the next chunk barrier)
 
     // O += P V, chunk by chunk; P is loaded into registers once after the first barrier.
     u32 pa[MT][KS][4];
@@ -419,7 +421,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
       for (int c = 0; c < NCH; ++c)
 #pragma unroll
         for (int nv = 0; nv < NV; ++nv) {
-          const int col = c * CW + wn * VN + nv * 8 + (lane & 3) * 2;
+          const int col = c * KD + wn * VN + nv * 8 + (lane & 3) * 2;
           if (col < D) {
             const float x0 = o[c][mt][nv][h * 2] * inv, x1 = o[c][mt][nv][h * 2 + 1] * inv;
 #if FFPA_SPLIT

@@ -1,6 +1,6 @@
 // Split-D flash-attention forward for Hopper (sm_90a): warpgroup MMA (wgmma), compiled at run time
 // by NVRTC. Device code only: no standard headers. The configuration comes in as macros
-// (src/variants/ffpa_fwd_sm90_kernel.cpp sets them):
+// (src/variants/ffpa_fwd_sm90.cpp sets them):
 //   FFPA_D        head dim (multiple of 8, at most 512)
 //   FFPA_BC       keys per tile (64 or 128)
 //   FFPA_STAGES   slots of the K/V ring (>= 3; STAGES - 2 are loaded ahead)

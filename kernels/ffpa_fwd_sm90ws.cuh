@@ -1,6 +1,6 @@
 // Warp-specialized flash-attention forward for Hopper (sm_90a): a TMA producer warpgroup and two
 // consumer warpgroups that split the key blocks for QK and the columns of O for PV. Compiled at
-// run time by NVRTC; the configuration comes in as macros (src/variants/ffpa_fwd_sm90ws_kernel.cpp
+// run time by NVRTC; the configuration comes in as macros (src/variants/ffpa_fwd_sm90ws.cpp
 // sets them):
 //   FFPA_D        head dim (multiple of 8, 72..512)
 //   FFPA_SLOTS    8 KB slots of the K/V ring
@@ -61,7 +61,8 @@ constexpr int OFF_RING = Q_BYTES;
 constexpr int OFF_P = OFF_RING + R * PANEL;
 constexpr int OFF_STATS = OFF_P + P_BYTES;        // row maxima and sums of both consumers, floats
 constexpr int OFF_ROWS = OFF_STATS + 4 * BR * 4;  // query index and q head per row, ints
-constexpr int OFF_BARS = OFF_ROWS + 2 * BR * 4;   // full[R], empty[R]
+constexpr int OFF_DROP = OFF_ROWS + 2 * BR * 4;   // dropout seed and p (16 bytes)
+constexpr int OFF_BARS = OFF_DROP + 16;           // full[R], empty[R]
 constexpr int SMEM_BYTES = 1024 + OFF_BARS + 2 * R * 8;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
@@ -76,6 +77,12 @@ enum : int { BAR_MAX = 1, BAR_P = 2, BAR_Q = 3, BAR_SUM = 4 };
 
 // Addresses are computed where used (opaque): the unrolled panel loops would otherwise hoist
 // every panel's addresses into registers the O accumulator needs.
+// The dropout stream's seed and p, read from shared memory where the keep bits are drawn.
+struct DropParams {
+  unsigned long long seed;
+  float p;
+};
+
 struct Ring {
   u32 base, bars;  // slot 0 and full[0] (empty[i] = full[R + i])
   __device__ u32 slot(int seq) const { return base + opaque((u32)(seq % R) * PANEL); }
@@ -128,8 +135,9 @@ __device__ __forceinline__ void produce(const Ring& ring, const FfpaTmaDesc& map
 // One consumer warpgroup (C = 0 or 1) over all pairs, then its part of the epilogue.
 template <int C>
 __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring, u32 sQ, u32 sP,
-                                        float* sstat, const int* srow, int npairs, int m0, int kvh,
-                                        int b, int rows_total, int r_lo, int diag) {
+                                        float* sstat, const int* srow, const DropParams* sdrop,
+                                        int npairs, int m0, int kvh, int b, int rows_total,
+                                        int r_lo, int diag) {
   constexpr int NPC = C == 0 ? NP0 : NP1;  // O panels of this consumer
   constexpr int P0 = C == 0 ? 0 : NP0;     // the first of them
   const int t128 = threadIdx.x & 127, lane = t128 & 31, wq = t128 >> 5;
@@ -212,20 +220,10 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
     }
     named_sync(BAR_MAX, 256);
 
-    u32 pa[4][4];  // P as the A fragments of the own PV (k16 step ks: n8 groups 2 ks, 2 ks + 1)
+    // P in the input dtype, as the A fragments of the own PV (k16 step ks: n8 groups 2 ks and
+    // 2 ks + 1); with psmem only staged here on the way to sP.
+    u32 pa[4][4];
     float alpha[2];
-    const u32 sPown = opaque(sP + C * (BR * BC * 2));
-#if FFPA_DROPOUT
-    // Keep bits of this thread's 32 elements; lanes 2i and 2i + 1 share each Philox block.
-    const int drow = wq * 16 + (lane >> 2) + (lane & 1) * 8;
-    const u32 keep = dropout_keep_bits<8>(
-        p.dropout_seed,
-        p.dropout_offset +
-            (((unsigned long long)b * p.Hq + srow[BR + drow]) * p.Nq + srow[drow]) *
-                (unsigned long long)p.Nkv +
-            key0 - (lane & 1) * 2,
-        p.dropout_p, lane);
-#endif
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = wq * 16 + (lane >> 2) + h * 8;
@@ -236,20 +234,46 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
       float sum = 0.f;
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
-        float p0 = exp2f(s[n][h * 2] - base), p1 = exp2f(s[n][h * 2 + 1] - base);
+        const float p0 = exp2f(s[n][h * 2] - base), p1 = exp2f(s[n][h * 2 + 1] - base);
         sum += p0 + p1;
-#if FFPA_DROPOUT
-        if (!((keep >> ((n * 2 + h) * 2)) & 1)) p0 = 0.f;
-        if (!((keep >> ((n * 2 + h) * 2 + 1)) & 1)) p1 = 0.f;
-#endif
-        const u32 pk = pack2(p0, p1);
-        if (!PSMEM) pa[n / 2][(n & 1) * 2 + h] = pk;
-        asm volatile(
-            "st.shared.b32 [%0], %1;\n" ::"r"(sPown + tile_off(row, n * 8 + (lane & 3) * 2, BR)),
-            "r"(pk));
+        pa[n / 2][(n & 1) * 2 + h] = pack2(p0, p1);
       }
       l_run[h] = l_run[h] * alpha[h] + sum;
     }
+#if FFPA_DROPOUT
+    {
+      // Keep bits of this thread's 32 elements (lanes 2i and 2i + 1 share each Philox block),
+      // drawn once S is dead so the Philox state does not compete with it; a dropped element's
+      // half of its packed pair is zeroed (0 in both 16-bit types).
+      const int drow = wq * 16 + (lane >> 2) + (lane & 1) * 8;
+      const unsigned long long g =
+          p.dropout_offset +
+          (((unsigned long long)b * p.Hq + srow[BR + drow]) * p.Nq + srow[drow]) *
+              (unsigned long long)p.Nkv +
+          key0 - (lane & 1) * 2;
+      // The seed and p come from shared memory here: kept in registers across the pair loop,
+      // one of them is what ptxas spilled.
+      const unsigned long long seed = sdrop->seed;
+      const float pd = sdrop->p;
+      const u32 keep = dropout_keep_bits<8>(seed, g, pd, lane);
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const u32 k2 = keep >> ((n * 2 + h) * 2);
+          pa[n / 2][(n & 1) * 2 + h] &= ((k2 & 1) ? 0xffffu : 0u) | ((k2 & 2) ? 0xffff0000u : 0u);
+        }
+    }
+#endif
+    const u32 sPown = opaque(sP + C * (BR * BC * 2));
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+        asm volatile(
+            "st.shared.b32 [%0], %1;\n" ::"r"(
+                sPown + tile_off(wq * 16 + (lane >> 2) + h * 8, n * 8 + (lane & 3) * 2, BR)),
+            "r"(pa[n / 2][(n & 1) * 2 + h]));
     // The other consumer's PV reads sP through the async proxy.
     fence_proxy_async();
     named_sync(BAR_P, 256);
@@ -346,6 +370,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
   const Ring ring{sQ + OFF_RING, sQ + OFF_BARS};
   float* sstat = reinterpret_cast<float*>(smem + OFF_STATS);
   int* srow = reinterpret_cast<int*>(smem + OFF_ROWS);
+  DropParams* sdrop = reinterpret_cast<DropParams*>(smem + OFF_DROP);
 
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
@@ -405,6 +430,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
       srow[t128] = i % p.Nq;
       srow[BR + t128] = kvh * p.group + i / p.Nq;
     }
+    if (tid == 128) *sdrop = {p.dropout_seed, p.dropout_p};
     {
       const u16* qb = static_cast<const u16*>(p.q) + b * p.q_batch_stride;
       for (int idx = tid - 128; idx < BR * DP / 8; idx += 256)
@@ -416,9 +442,9 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
     named_sync(BAR_Q, 256);
     const u32 sP = sQ + OFF_P;
     if (wg == 1)
-      consume<0>(p, ring, sQ, sP, sstat, srow, npairs, m0, kvh, b, rows_total, r_lo, diag);
+      consume<0>(p, ring, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag);
     else
-      consume<1>(p, ring, sQ, sP, sstat, srow, npairs, m0, kvh, b, rows_total, r_lo, diag);
+      consume<1>(p, ring, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag);
   }
   // A CTA leaves only when its cluster partner no longer arrives on its barriers.
   if (CL > 1) cluster_sync();

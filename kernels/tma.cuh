@@ -1,5 +1,5 @@
 // Hopper (sm_90a) asynchronous-copy and synchronization pieces: mbarriers, TMA tensor loads (with
-// cluster multicast), cluster barriers, named barriers and warpgroup register reallocation.
+// cluster multicast), cluster barriers and warpgroup register reallocation.
 // Device code only; the tensor maps are encoded on the host (src/gpu/tma.*) and arrive as
 // __grid_constant__ kernel parameters of type FfpaTmaDesc (params.h).
 #pragma once
@@ -89,10 +89,7 @@ __device__ __forceinline__ void cluster_sync() {
           : "memory");
 }
 
-// --- named barriers and register reallocation ---
-__device__ __forceinline__ void named_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
+// --- register reallocation ---
 template <int N>
 __device__ __forceinline__ void regs_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));

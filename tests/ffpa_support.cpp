@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "reference/reference.hpp"
-#include "runner/tensors.hpp"
-#include "variants/ffpa_fwd.hpp"
+#include "tensors/tensors.hpp"
+#include "variants/ffpa_fwd_sm80.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -216,13 +216,38 @@ double median_ms(Op& op, int warmup, int iters, const char* name) {
   return ms[ms.size() / 2];
 }
 
+void bench_forward(const char* name, const Problem& pr, const std::string& config,
+                   const BindForward& bind) {
+  const auto& s = pr.shape;
+  std::mt19937 rng(7);
+  gpu::DeviceBuffer q = big_random(s.B * s.Hq * s.Nq * s.D, rng);
+  gpu::DeviceBuffer k = big_random(s.B * s.Hkv * s.Nkv * s.D, rng);
+  gpu::DeviceBuffer v = big_random(s.B * s.Hkv * s.Nkv * s.D, rng);
+  gpu::DeviceBuffer o(static_cast<size_t>(s.B * s.Hq * s.Nq * s.D) * 2);
+  gpu::DeviceBuffer lse(static_cast<size_t>(s.B * s.Hq * s.Nq) * 4);
+  FfpaFwdParams p = contiguous_params(pr, HostAttnInputs{});
+  p.q = q.get(), p.k = k.get(), p.v = v.get(), p.o = o.get(), p.lse = lse.as<float>();
+  std::unique_ptr<Op> op;
+  try {
+    op = bind(p, gpu::open_device(0));
+  } catch (const Unsupported& e) {
+    std::printf("%-8s D=%4lld %s: unsupported (%s)\n", name, (long long)s.D, config.c_str(),
+                e.what());
+    return;
+  }
+  const double med = median_ms(*op, 3, 10, name);
+  std::printf("%-8s D=%4lld Nq=%5lld Nkv=%5lld Hq=%lld Hkv=%lld %-18s %8.3f ms %7.1f TFLOPS\n",
+              name, (long long)s.D, (long long)s.Nq, (long long)s.Nkv, (long long)s.Hq,
+              (long long)s.Hkv, config.c_str(), med, pr.flops(Pass::fwd) / (med * 1e9));
+}
+
 void bench_backward(const char* name, const Problem& pr, const std::string& config,
                     const BindBackwardTensors& bind) {
   const gpu::DeviceInfo dev = gpu::open_device(0);
   AttnTensors t(pr, Pass::bwd);
   auto fwd_variant = make_ffpa_fwd_sm80();
   {
-    auto fwd_op = fwd_variant->bind(pr, fwd_variant->default_knobs(pr), t);
+    auto fwd_op = fwd_variant->bind(pr, fwd_variant->default_knobs(pr), t, dev);
     fwd_op->launch(nullptr);
     FFPA_CUDA(cudaDeviceSynchronize());  // before its library is unloaded
   }
@@ -378,7 +403,7 @@ void expect_forward_variant_passes(Variant& v, const std::vector<Problem>& probl
     AttnTensors t(p, Pass::fwd);
     FFPA_CUDA(cudaMemset(t.o.get(), 0xff, t.o.bytes()));
     FFPA_CUDA(cudaMemset(t.lse.get(), 0xff, t.lse.bytes()));
-    auto op = v.bind(p, v.default_knobs(p), t);
+    auto op = v.bind(p, v.default_knobs(p), t, gpu::open_device(0));
     op->launch(nullptr);
     FFPA_CUDA(cudaDeviceSynchronize());
     const Reference ref = compute_reference(t, Pass::fwd);

@@ -1,6 +1,6 @@
-// Helpers shared by the ffpa kernel tests (test_kernel_compile, test_bwd_compile, gpu_ffpa_fwd,
-// gpu_ffpa_fwd_sm90, gpu_ffpa_bwd, gpu_ffpa_bwd_sm90): problems, 16-bit conversions, device
-// uploads, contiguous kernel parameters and the forward and backward checks against the CPU
+// Helpers shared by the ffpa kernel tests (test_compile_ffpa_fwd_sm80, test_compile_ffpa_bwd_sm80,
+// gpu_ffpa_fwd, gpu_ffpa_fwd_sm90, gpu_ffpa_bwd, gpu_ffpa_bwd_sm90): problems, 16-bit conversions,
+// device uploads, contiguous kernel parameters and the forward and backward checks against the CPU
 // reference.
 #pragma once
 
@@ -105,6 +105,11 @@ using BindBackwardTensors =
     std::function<std::unique_ptr<Op>(AttnTensors&, const gpu::DeviceInfo&)>;
 void bench_backward(const char* name, const Problem&, const std::string& config,
                     const BindBackwardTensors& bind);
+
+// Times a forward configuration on random B x H x N x D inputs (CUDA events, median of 10 after
+// 3 warm-ups) and prints its TFLOPS, or why bind refused it.
+void bench_forward(const char* name, const Problem&, const std::string& config,
+                   const BindForward& bind);
 
 // Large-problem bf16 inputs: a random block tiled over the buffer (random, never zeros, cheap).
 gpu::DeviceBuffer big_random(int64_t n, std::mt19937& rng);

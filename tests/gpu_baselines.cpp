@@ -9,13 +9,13 @@
 #include <cstdio>
 #include <random>
 
-#include "baselines/lt_gemm.hpp"
+#include "unfused/lt_gemm.hpp"
 #include "baselines/unfused.hpp"
-#include "baselines/unfused_kernels.hpp"
+#include "unfused/kernels.hpp"
 #include "philox.cuh"
 #include "reference/cpu_reference.hpp"
 #include "reference/reference.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 
 using namespace ffpa;
 

@@ -13,11 +13,11 @@
 #include <cstring>
 #include <vector>
 
-#include "baselines/cudnn.hpp"
+#include "baselines/cudnn/cudnn_sdpa.hpp"
 #include "gpu/cuda.hpp"
 #include "reference/cpu_reference.hpp"
 #include "reference/reference.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 
 using namespace ffpa;
 

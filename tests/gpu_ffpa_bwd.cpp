@@ -18,9 +18,8 @@
 #include "gpu/cuda.hpp"
 #include "reference/cpu_reference.hpp"
 #include "reference/reference.hpp"
-#include "runner/tensors.hpp"
-#include "variants/ffpa_bwd.hpp"
-#include "variants/ffpa_bwd_kernel.hpp"
+#include "tensors/tensors.hpp"
+#include "variants/ffpa_bwd_sm80.hpp"
 
 using namespace ffpa;
 using namespace ffpa::test;
@@ -33,7 +32,7 @@ void expect_close(const Problem& pr, std::optional<bwd::Config> cfg = std::nullo
   const bwd::Config c = cfg ? *cfg : bwd::default_config(pr);
   expect_backward_close(
       pr, to_string(c.knobs()), [&](const FfpaBwdParams& p, const gpu::DeviceInfo& dev) {
-        REQUIRE(bwd::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).empty());
+        REQUIRE(bwd::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).ok());
         return bwd::bind(pr, c, p, dev);
       });
 }
@@ -124,7 +123,7 @@ TEST_CASE("bwd tuning knobs: tiles, warps, row slices, chunks", "[gpu]") {
                                    {64, 16, 4, 2, 64}}) {
     const bwd::Config c{br, bc, w, wr, kd};
     INFO(to_string(c.knobs()));
-    if (!bwd::check(c, 512, 227 * 1024).empty()) continue;  // the grid's supports() would drop it
+    if (!bwd::check(c, 512, 227 * 1024).ok()) continue;  // the grid's supports() would drop it
     try {
       expect_close(p, c);
     } catch (const Unsupported& e) {  // ptxas spilled: a grid point the tuner skips
@@ -151,7 +150,7 @@ TEST_CASE("bwd through AttnTensors passes the runner's FA3-rule check", "[gpu]")
     for (gpu::DeviceBuffer* b : {&t.dq, &t.dk, &t.dv, &t.dbias})
       if (*b) FFPA_CUDA(cudaMemset(b->get(), 0xff, b->bytes()));
     FFPA_CUDA(cudaDeviceSynchronize());
-    auto op = v->bind(p, v->default_knobs(p), t);
+    auto op = v->bind(p, v->default_knobs(p), t, gpu::open_device(0));
     op->launch(nullptr);
     FFPA_CUDA(cudaDeviceSynchronize());
     const auto checks = check_outputs(t, ref, Pass::bwd);
@@ -166,10 +165,10 @@ namespace {
 void bench(const char* name, const Problem& pr, std::optional<bwd::Config> cfg = std::nullopt) {
   const bwd::Config c = cfg ? *cfg : bwd::default_config(pr);
   const gpu::DeviceInfo dev = gpu::open_device(0);
-  if (auto why = bwd::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin);
-      !why.empty()) {
+  if (Support fit = bwd::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin);
+      !fit.ok()) {
     std::printf("%-10s %s %s: skipped (%s)\n", name, describe(pr).c_str(),
-                to_string(c.knobs()).c_str(), why.c_str());
+                to_string(c.knobs()).c_str(), fit.reason.c_str());
     return;
   }
   bench_backward(name, pr, to_string(c.knobs()), [&](AttnTensors& t, const gpu::DeviceInfo& d) {

@@ -15,10 +15,9 @@
 #include "ffpa_support.hpp"
 #include "gpu/cuda.hpp"
 #include "reference/reference.hpp"
-#include "runner/tensors.hpp"
-#include "variants/ffpa_bwd_sm90_kernel.hpp"
+#include "tensors/tensors.hpp"
+#include "variants/ffpa_bwd_sm90.hpp"
 #include "variants/ffpa_bwd_sm90c.hpp"
-#include "variants/ffpa_bwd_sm90c_kernel.hpp"
 
 using namespace ffpa;
 using namespace ffpa::test;
@@ -35,7 +34,7 @@ void expect_close(const Problem& pr, std::optional<bwd90c::Config> cfg = std::nu
   const bwd90c::Config c = cfg ? *cfg : bwd90c::default_config(pr);
   expect_backward_close(
       pr, to_string(c.knobs()), [&](const FfpaBwdParams& p, const gpu::DeviceInfo& dev) {
-        REQUIRE(bwd90c::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).empty());
+        REQUIRE(bwd90c::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).ok());
         return bwd90c::bind(pr, c, p, dev);
       });
 }
@@ -186,7 +185,7 @@ TEST_CASE("bwd90c: the variant through AttnTensors passes the runner's FA3-rule 
     for (gpu::DeviceBuffer* b : {&t.dq, &t.dk, &t.dv})
       FFPA_CUDA(cudaMemset(b->get(), 0xff, b->bytes()));
     FFPA_CUDA(cudaDeviceSynchronize());
-    auto op = v->bind(p, v->default_knobs(p), t);
+    auto op = v->bind(p, v->default_knobs(p), t, gpu::open_device(0));
     op->launch(nullptr);
     FFPA_CUDA(cudaDeviceSynchronize());
     const auto checks = check_outputs(t, ref, Pass::bwd);

@@ -16,9 +16,8 @@
 #include "gpu/cuda.hpp"
 #include "reference/cpu_reference.hpp"
 #include "reference/reference.hpp"
-#include "runner/tensors.hpp"
-#include "variants/ffpa_fwd.hpp"
-#include "variants/ffpa_fwd_kernel.hpp"
+#include "tensors/tensors.hpp"
+#include "variants/ffpa_fwd_sm80.hpp"
 
 using namespace ffpa;
 using namespace ffpa::test;
@@ -29,7 +28,7 @@ void expect_close(const Problem& pr, std::optional<fwd::Config> cfg = std::nullo
   const fwd::Config c = cfg ? *cfg : fwd::default_config(pr);
   expect_forward_close(
       pr, to_string(c.knobs()), [&](const FfpaFwdParams& p, const gpu::DeviceInfo& dev) {
-        REQUIRE(fwd::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).empty());
+        REQUIRE(fwd::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).ok());
         return fwd::bind(pr, c, p, dev);
       });
 }
@@ -112,7 +111,7 @@ TEST_CASE("tuning knobs: tile shapes, warp layouts, stages, private streams", "[
                                             {32, 64, 2, 4, 64, 4, 1}}) {
     const fwd::Config c{br, bc, wm, wn, kd, st, pv, 0};
     INFO(to_string(c.knobs()));
-    REQUIRE(fwd::check(c, 512, 227 * 1024).empty());
+    REQUIRE(fwd::check(c, 512, 227 * 1024).ok());
     try {
       expect_close(p, c);
     } catch (const Unsupported& e) {  // ptxas spilled: a grid point the tuner skips
@@ -161,9 +160,9 @@ void bench(const char* name, Problem pr, fwd::Config c) {
   FfpaFwdParams p = contiguous_params(pr, HostAttnInputs{});
   p.q = q.get(), p.k = k.get(), p.v = v.get(), p.o = o.get(), p.lse = lse.as<float>();
   const gpu::DeviceInfo dev = gpu::open_device(0);
-  if (auto why = fwd::check(c, s.D, dev.smem_per_block_optin); !why.empty()) {
+  if (Support fit = fwd::check(c, s.D, dev.smem_per_block_optin); !fit.ok()) {
     std::printf("%-10s D=%4lld %s: skipped (%s)\n", name, (long long)s.D,
-                to_string(c.knobs()).c_str(), why.c_str());
+                to_string(c.knobs()).c_str(), fit.reason.c_str());
     return;
   }
   std::unique_ptr<Op> op;

@@ -9,9 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -19,9 +17,8 @@
 #include "gpu/cuda.hpp"
 #include "reference/cpu_reference.hpp"
 #include "reference/reference.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 #include "variants/ffpa_fwd_sm90.hpp"
-#include "variants/ffpa_fwd_sm90_kernel.hpp"
 
 using namespace ffpa;
 using namespace ffpa::test;
@@ -38,7 +35,7 @@ void expect_close(const Problem& pr, std::optional<fwd90::Config> cfg = std::nul
   const fwd90::Config c = cfg ? *cfg : fwd90::default_config(pr);
   expect_forward_close(
       pr, to_string(c.knobs()), [&](const FfpaFwdParams& p, const gpu::DeviceInfo& dev) {
-        REQUIRE(fwd90::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).empty());
+        REQUIRE(fwd90::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).ok());
         return fwd90::bind(pr, c, p, dev);
       });
 }
@@ -128,7 +125,7 @@ TEST_CASE("sm90: bias and dropout, D 320 and 512", "[gpu]") {
 
 TEST_CASE("sm90: ring depths, key tiles and slot widths", "[gpu]") {
   if (!hopper()) return;
-  // The configurations test_sm90_compile proves spill-free.
+  // The configurations test_compile_ffpa_fwd_sm90 proves spill-free.
   const Problem p = make(1, 2, 2, 190, 250, 512);
   for (int st : {4, 6, 7, 8}) expect_close(p, fwd90::Config{64, st});
   const Problem p320 = make(1, 2, 2, 190, 250, 320);
@@ -171,29 +168,10 @@ TEST_CASE("sm90: the variant through AttnTensors passes the runner's FA3-rule ch
 namespace {
 
 void bench(const char* name, const Problem& pr, const fwd90::Config& c) {
-  const auto& s = pr.shape;
-  std::mt19937 rng(7);
-  gpu::DeviceBuffer q = big_random(s.B * s.Hq * s.Nq * s.D, rng);
-  gpu::DeviceBuffer k = big_random(s.B * s.Hkv * s.Nkv * s.D, rng);
-  gpu::DeviceBuffer v = big_random(s.B * s.Hkv * s.Nkv * s.D, rng);
-  gpu::DeviceBuffer o(static_cast<size_t>(s.B * s.Hq * s.Nq * s.D) * 2);
-  gpu::DeviceBuffer lse(static_cast<size_t>(s.B * s.Hq * s.Nq) * 4);
-  FfpaFwdParams p = contiguous_params(pr, HostAttnInputs{});
-  p.q = q.get(), p.k = k.get(), p.v = v.get(), p.o = o.get(), p.lse = lse.as<float>();
-  const gpu::DeviceInfo dev = gpu::open_device(0);
-  std::unique_ptr<Op> op;
-  try {
-    op = fwd90::bind(pr, c, p, dev);
-  } catch (const Unsupported& e) {
-    std::printf("%-8s D=%4lld %s: unsupported (%s)\n", name, (long long)s.D,
-                to_string(c.knobs()).c_str(), e.what());
-    return;
-  }
-  const double med = median_ms(*op, 3, 10, name);
-  std::printf("%-8s D=%4lld Nq=%5lld Nkv=%5lld Hq=%lld Hkv=%lld %-18s %8.3f ms %7.1f TFLOPS\n",
-              name, (long long)s.D, (long long)s.Nq, (long long)s.Nkv, (long long)s.Hq,
-              (long long)s.Hkv, to_string(c.knobs()).c_str(), med,
-              pr.flops(Pass::fwd) / (med * 1e9));
+  bench_forward(name, pr, to_string(c.knobs()),
+                [&](const FfpaFwdParams& p, const gpu::DeviceInfo& dev) {
+                  return fwd90::bind(pr, c, p, dev);
+                });
 }
 
 }  // namespace

@@ -236,7 +236,7 @@ TEST_CASE("structure errors name the JSON path", "[cases]") {
   expect_error([](json& d) { d["cases"][1]["Hkvv"] = 1; }, "/cases/1/Hkvv", "unknown key");
   expect_error([](json& d) { d["cases"][0]["a/b"] = 1; }, "/cases/0/a~1b", "unknown key");
   expect_error([](json& d) { d["description"] = 3; }, "/description", "expected a string");
-  expect_error([](json& d) { d = json::array(); }, "", "expected a JSON object");
+  expect_error([](json& d) { d = json::array(); }, "/", "expected a JSON object");
 
   expect_error([](json& d) { d.erase("defaults"); }, "/defaults", "missing");
   expect_error([](json& d) { d["defaults"] = 1; }, "/defaults", "expected an object, got integer");
@@ -248,6 +248,8 @@ TEST_CASE("structure errors name the JSON path", "[cases]") {
   expect_error([](json& d) { d["defaults"]["N"] = 0; }, "/defaults/N", "must be positive, got 0");
   expect_error([](json& d) { d["defaults"]["B"] = -5; }, "/defaults/B", "must be positive, got -5");
   expect_error([](json& d) { d["defaults"]["N"] = 4294967296LL; }, "/defaults/N", "too large");
+  expect_error([](json& d) { d["cases"][0]["Nq"] = 1e23; }, "/cases/0/Nq",
+               "too large (at most 2147483647)");
   expect_error([](json& d) { d["defaults"]["N"] = 18446744073709551615ull; }, "/defaults/N",
                "too large");
 
@@ -454,7 +456,9 @@ TEST_CASE("file errors", "[cases]") {
   const InputError missing = thrown([] { load_case_file("/nonexistent/cases.json"); });
   CHECK(missing.where() == "command line");
   CHECK(missing.path() == "--config");
-  CHECK_THAT(missing.reason(), Catch::Contains("cannot read /nonexistent/cases.json"));
+  CHECK_THAT(missing.reason(), Catch::Contains("/nonexistent/cases.json: cannot open"));
+  const InputError dir_error = thrown([] { load_case_file(test::source_dir().string()); });
+  CHECK_THAT(dir_error.reason(), Catch::EndsWith("is a directory, not a file"));
 
   test::TempDir dir;
   test::write_file(dir.path() / "c.json", kBase.dump());

@@ -150,7 +150,7 @@ TEST_CASE("sweeps", "[cli]") {
     expect_error({flag, "+8"}, flag, "\"+8\" is not a positive integer");
     expect_error({flag, "8,8"}, flag, "duplicate value 8");
     expect_error({flag, "4294967296"}, flag, "too large");
-    expect_error({flag, "99999999999999999999"}, flag, "not a positive integer");
+    expect_error({flag, "99999999999999999999"}, flag, "is too large (at most 2147483647)");
     expect_error({flag}, flag, "");
   }
 }
@@ -215,18 +215,16 @@ TEST_CASE("seed, out, cache, check, format, device, flags", "[cli]") {
   expect_error({"--seed", "-1"}, "--seed", "not a non-negative 64-bit integer");
   expect_error({"--seed", "18446744073709551616"}, "--seed", "not a non-negative 64-bit integer");
 
-  auto o =
-      run({"--out",     "results/x",      "--tuning-cache", "/tmp/t.json", "--no-check",
-           "--format",  "md,csv",         "--format",       "md",          "--device",
-           "3",         "--list",         "--dry-run",      "-v",          "-vv",
-           "--verbose", "--save-tensors", "dump",           "--config",    "configs/smoke.json"});
+  auto o = run({"--out", "results/x", "--tuning-cache", "/tmp/t.json", "--no-check", "--format",
+                "md,csv", "--format", "md", "--device", "3", "--list", "-v", "-vv", "--verbose",
+                "--save-tensors", "dump", "--config", "configs/smoke.json"});
   CHECK(o.out == "results/x");
   CHECK(o.tuning_cache == "/tmp/t.json");
   CHECK_FALSE(o.check);
   CHECK(o.formats == std::vector<std::string>{"md", "csv"});
   CHECK(o.device == 3);
   CHECK(o.list);
-  CHECK(o.dry_run);
+  CHECK(run({"--dry-run"}).dry_run);
   CHECK(o.verbose == 4);
   CHECK(o.save_tensors == "dump");
   CHECK(o.config == "configs/smoke.json");
@@ -250,12 +248,41 @@ TEST_CASE("compile-only names a known arch; jobs is a positive count", "[cli]") 
   expect_error({"--jobs", "0"}, "--jobs", "");
 }
 
+TEST_CASE("profile mode launches once: no search, no check", "[cli]") {
+  const Options o = run({"--profile", "--case", "causal"});
+  CHECK(o.profile);
+  CHECK_FALSE(o.check);
+  CHECK(o.tune == TuneMode::none);
+  CHECK_FALSE(run({}).profile);
+  expect_error({"--profile", "--tune", "fast"}, "--profile", "drop --tune fast");
+  expect_error({"--profile", "--check"}, "--profile", "drop --check");
+}
+
 TEST_CASE("unknown arguments name themselves", "[cli]") {
   expect_error({"--bogus"}, "--bogus", "");
   expect_error({"--N", "8192", "--fw"}, "--fw", "");
   expect_error({"stray"}, "stray", "");
-  expect_error({"--list=yes"}, "--list", "");
-  expect_error({"--dtype", "fp16", "--dtype", "bf16"}, "--dtype", "");
+  expect_error({"--list=yes"}, "--list", "takes no value");
+  expect_error({"--dtype", "fp16", "--dtype", "bf16"}, "--dtype", "given more than once");
+  expect_error({"--tune", "fast", "--tune", "max"}, "--tune", "given more than once");
+}
+
+TEST_CASE("an empty value is an error, never off or the default", "[cli]") {
+  expect_error({"--compile-only", ""}, "--compile-only", "empty value");
+  expect_error({"--save-tensors", ""}, "--save-tensors", "empty value");
+  expect_error({"--tuning-cache", ""}, "--tuning-cache", "empty value");
+  expect_error({"report", "r.json", "--out", ""}, "--out", "empty directory name");
+}
+
+TEST_CASE("modes that exclude each other are refused", "[cli]") {
+  expect_error({"--list", "--dry-run"}, "--list", "excludes --dry-run");
+  expect_error({"--dry-run", "--compile-only", "sm_90a"}, "--dry-run", "excludes --compile-only");
+  expect_error({"--list", "--compile-only", "sm_90a"}, "--list", "excludes --compile-only");
+}
+
+TEST_CASE("numbers beyond 64 bits are too large, not malformed", "[cli]") {
+  expect_error({"--N", "99999999999999999999"}, "--N", "is too large (at most 2147483647)");
+  expect_error({"--jobs", "99999999999999999999"}, "--jobs", "is out of range 1..1024");
 }
 
 TEST_CASE("compare", "[cli]") {
@@ -270,6 +297,8 @@ TEST_CASE("compare", "[cli]") {
   expect_error({"compare", "a.json", "b.json", "c.json"}, "c.json", "");
   expect_error({"compare", "a.json", "b.json", "--threshold", "-1"}, "--threshold", "must be >= 0");
   expect_error({"compare", "a.json", "b.json", "--D", "512"}, "--D", "");
+  CHECK_FALSE(run({"compare", "a.json", "b.json"}).allow_different_gpus);
+  CHECK(run({"compare", "a.json", "b.json", "--allow-different-gpus"}).allow_different_gpus);
 }
 
 TEST_CASE("report", "[cli]") {
@@ -278,8 +307,13 @@ TEST_CASE("report", "[cli]") {
   CHECK(o.report_file == "r.json");
   CHECK(o.out == "rep");
   CHECK(o.formats == std::vector<std::string>{"md", "png"});
+  // Without --out, next to the results file (even when that is ffpa-out/).
+  CHECK(run({"report", "r.json"}).out.empty());
+  CHECK(run({"report", "r.json", "--out", "ffpa-out"}).out == "ffpa-out");
+  CHECK(run({"report", "r.json"}).formats == std::vector<std::string>{"md", "csv", "png"});
   expect_error({"report"}, "RESULTS.json", "");
   expect_error({"report", "r.json", "--format", "svg"}, "--format", "unknown format");
+  expect_error({"report", "r.json", "--format", "md,json"}, "--format", "json is report's input");
 }
 
 TEST_CASE("help and version print and stop", "[cli]") {

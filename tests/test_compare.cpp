@@ -2,6 +2,8 @@
 // exit code that CI relies on.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "report/compare.hpp"
 #include "report/results_json.hpp"
 #include "support.hpp"
@@ -248,4 +250,39 @@ TEST_CASE("environment differences and duplicates are warned about", "[compare]"
   CHECK(rep.warnings[3].find("appears more than once in NEW") != std::string::npos);
   CHECK(rep.count(Verdict::unchanged) == 2);  // the first of the duplicates is compared
   CHECK(render_compare_markdown(rep).find("Warning: different GPUs") != std::string::npos);
+}
+
+TEST_CASE("a very noisy NEW run cannot hide a large regression", "[compare]") {
+  // 2 x (0.01 + 100) ms of noise would allow anything; the band stops at kMaxNoisePct.
+  const CompareReport rep =
+      compare(run({row("self-attn", 10, 30, 0.01)}), run({row("self-attn", 30, 30, 100)}), 5);
+  const CompareEntry& e = entry(rep, "self-attn", "ffpa");
+  CHECK(e.verdict == Verdict::slower);
+  CHECK(e.allowed_ms == Approx(10 * kMaxNoisePct / 100));
+  CHECK(rep.exit_code() == kExitRegression);
+  REQUIRE_FALSE(rep.warnings.empty());
+  CHECK(rep.warnings[0].find("capped at ±25%") != std::string::npos);
+}
+
+TEST_CASE("a NEW measurement without a valid time fails, never reads as faster", "[compare]") {
+  for (double bad : {0.0, -5.0, std::nan("")}) {
+    INFO(bad);
+    Results now = run({row("self-attn", 10, 30)});
+    now.rows[0].ffpa->timing.median_ms = bad;
+    const CompareReport rep = compare(run({row("self-attn", 10, 30)}), now, 5);
+    const CompareEntry& e = entry(rep, "self-attn", "ffpa");
+    CHECK(e.verdict == Verdict::failed);
+    CHECK(e.detail == "no valid timing");
+    CHECK(rep.exit_code() == kExitRegression);
+  }
+}
+
+TEST_CASE("NEW rows that were not checked while BASE's were are warned about", "[compare]") {
+  Results now = run({row("self-attn", 10, 30)});
+  now.rows[0].ffpa->checked = false;
+  now.rows[0].ffpa->checks.clear();
+  const CompareReport rep = compare(run({row("self-attn", 10, 30)}), now, 5);
+  REQUIRE(rep.warnings.size() == 1);
+  CHECK(rep.warnings[0].find("NEW was not checked for correctness (BASE was)") !=
+        std::string::npos);
 }

@@ -6,9 +6,9 @@
 #include <regex>
 #include <set>
 
-#include "baselines/cudnn.hpp"
+#include "baselines/cudnn/cudnn_sdpa.hpp"
 #include "gpu/cuda.hpp"
-#include "variants/registry.hpp"
+#include "runner/registry.hpp"
 
 using namespace ffpa;
 
@@ -130,6 +130,6 @@ TEST_CASE("memory estimate before any graph is built", "[cudnn]") {
 
 TEST_CASE("the registry lists the cuDNN baseline", "[cudnn]") {
   int n = 0;
-  for (const auto& b : make_baselines()) n += b->name() == "cudnn";
+  for (const auto& b : Registry::make().baselines) n += b->name() == "cudnn";
   CHECK(n == 1);
 }

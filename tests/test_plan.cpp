@@ -1,11 +1,14 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <limits>
+
 #include "baselines/unfused.hpp"
 #include "cases/cases.hpp"
 #include "core/error.hpp"
 #include "plan/plan.hpp"
 #include "support.hpp"
+#include "tuning/cache.hpp"
 
 using namespace ffpa;
 using test::thrown;
@@ -39,7 +42,7 @@ const char* kTwoCases = R"({
 
 struct Fixture {
   test::TempDir dir;
-  Options opts;
+  PlanRequest opts;
   Fixture() {
     test::write_file(dir.path() / "two.json", kTwoCases);
     opts.config = (dir.path() / "two.json").string();
@@ -70,7 +73,7 @@ TEST_CASE("pairs and FLOPs match a brute-force count", "[plan][flops]") {
 }
 
 TEST_CASE("the default plan: eight cases, two dtypes, two passes", "[plan]") {
-  Options o;
+  PlanRequest o;
   o.config = (test::source_dir() / "configs" / "default.json").string();
   const Plan plan = make_plan(o);
   CHECK(plan.config_file == o.config);
@@ -90,9 +93,23 @@ TEST_CASE("the default plan: eight cases, two dtypes, two passes", "[plan]") {
   for (const PlanItem& item : plan.items) {
     INFO(item.problem.case_name);
     CHECK(item.tensor_bytes == item.problem.io_bytes(item.pass));
-    CHECK(item.unfused_bytes == unfused_extra_bytes(item.problem, item.pass));
-    CHECK(item.unfused_bytes > 0);
   }
+}
+
+TEST_CASE("the plan keeps the run settings, the tuning cache path resolved", "[plan]") {
+  PlanRequest o;
+  o.config = (test::source_dir() / "configs" / "default.json").string();
+  RunSettings s;
+  s.tune = TuneMode::fast;
+  s.baseline = BaselineMode::unfused;
+  s.timing.min_samples = 42;
+  const Plan plan = make_plan(o, s);
+  CHECK(plan.settings.tune == TuneMode::fast);
+  CHECK(plan.settings.baseline == BaselineMode::unfused);
+  CHECK(plan.settings.timing.min_samples == 42);
+  CHECK(plan.settings.tuning_cache == default_tuning_cache_path());
+  s.tuning_cache = "/tmp/given.json";
+  CHECK(make_plan(o, s).settings.tuning_cache == "/tmp/given.json");
 }
 
 TEST_CASE("plan order: sweep point, then case, then dtype, then fwd before bwd", "[plan]") {
@@ -178,23 +195,62 @@ TEST_CASE("plan sweeps: B, H and forced Hkv, Nq, Nkv", "[plan]") {
   CHECK_THAT(causal.reason(), Catch::Contains("case \"masked\""));
 }
 
-TEST_CASE("plan: sweep values the cases cannot take", "[plan]") {
+TEST_CASE("plan: sweep values the cases cannot take are blamed on their flags", "[plan]") {
   Fixture f;
   f.opts.D = {64, 100};
   const InputError e = thrown([&] { make_plan(f.opts); });
-  CHECK(e.where() == f.opts.config);
-  CHECK(e.path() == "/cases/0/D");
+  CHECK(e.where() == "command line");
+  CHECK(e.path() == "--D");
   CHECK_THAT(e.reason(), Catch::Contains("D=100"));
+  CHECK_THAT(e.reason(), Catch::Contains(f.opts.config + " /cases/0/D"));
 
   f.opts.D.clear();
   f.opts.H = {6};  // "masked" needs H/2 to divide... it does; and 6 heads are fine
   CHECK(make_plan(f.opts).items.size() == 8);
   f.opts.H = {7};
-  CHECK(thrown([&] { make_plan(f.opts); }).path() == "/cases/1/Hkv");
+  CHECK(thrown([&] { make_plan(f.opts); }).path() == "--H");
+
+  // An error the file has at its own defaults stays the file's.
+  test::write_file(f.dir.path() / "bad.json",
+                   R"({"defaults": {"B": 1, "H": 8, "N": 256, "D": 100, "dtypes": ["bf16"]},
+                       "cases": [{"name": "a"}]})");
+  f.opts.config = (f.dir.path() / "bad.json").string();
+  f.opts.H = {16};
+  CHECK(thrown([&] { make_plan(f.opts); }).path() == "/cases/0/D");
 
   f.opts.H.clear();
   f.opts.config = (f.dir.path() / "missing.json").string();
   CHECK(thrown([&] { make_plan(f.opts); }).path() == "--config");
+}
+
+TEST_CASE("plan: a sweep beyond the limit is refused before it is built", "[plan]") {
+  Fixture f;
+  for (int64_t i = 1; i <= 200; ++i) {
+    f.opts.B.push_back(i);
+    f.opts.H.push_back(2 * i);
+  }
+  for (int64_t n = 8; n <= 1600; n += 8) f.opts.N.push_back(n);
+  const InputError e = thrown([&] { make_plan(f.opts); });
+  CHECK(e.where() == "command line");
+  CHECK(e.path() == "--B/--H/--N");
+  CHECK_THAT(e.reason(), Catch::Contains("more than 100000 measurements"));
+}
+
+TEST_CASE("plan: a relative config outside configs/ is not looked up elsewhere", "[plan]") {
+  Fixture f;
+  f.opts.config = "no/such/dir/two.json";
+  const InputError e = thrown([&] { make_plan(f.opts); });
+  CHECK(e.path() == "--config");
+  CHECK_THAT(e.reason(), Catch::Contains("no/such/dir/two.json: cannot open"));
+}
+
+TEST_CASE("unfused memory does not overflow at the largest lengths", "[plan]") {
+  Problem p;
+  p.shape = {1, 32, 32, 2147483647, 2147483647, 512};
+  p.dtype = Dtype::bf16;
+  CHECK(unfused_extra_bytes(p, Pass::fwd) == std::numeric_limits<int64_t>::max());
+  p.shape = {1, 32, 32, 8192, 8192, 512};
+  CHECK(unfused_extra_bytes(p, Pass::fwd) > int64_t{32} * 8192 * 8192 * 2);
 }
 
 TEST_CASE("tensor bytes", "[plan]") {

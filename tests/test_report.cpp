@@ -1,10 +1,14 @@
 // Report layer: results JSON round trip and errors, atomic writes, markdown and CSV against
 // goldens (FFPA_UPDATE_GOLDEN=1 rewrites them; do it only on purpose and review the diff), PNG
 // structure and pixels (decoded here by an independent inflater), SVG, progress line.
+#include <cairo.h>
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <random>
@@ -13,11 +17,11 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "report/chart.hpp"
 #include "report/csv.hpp"
 #include "report/format.hpp"
 #include "report/markdown.hpp"
-#include "report/png.hpp"
 #include "report/progress.hpp"
 #include "report/results_json.hpp"
 #include "support.hpp"
@@ -427,10 +431,65 @@ TEST_CASE("load_results reports unreadable and malformed files", "[json]") {
     FAIL("no InputError");
   } catch (const InputError& e) {
     REQUIRE(e.where() == bad.string());
-    REQUIRE(e.path() == "/");
-    REQUIRE(e.reason().rfind("not valid JSON", 0) == 0);
+    REQUIRE(e.path() == "line 1, column 22");
+    REQUIRE(e.reason().rfind("invalid JSON", 0) == 0);
   }
   REQUIRE_THROWS_AS(load_results(dir.path() / "absent.json"), InputError);
+  const InputError d = test::thrown([&] { load_results(dir.path()); });
+  CHECK(d.reason() == "is a directory, not a file");
+}
+
+TEST_CASE("the results loader refuses what it cannot trust", "[json]") {
+  const nlohmann::json good = to_json(sample_results());
+  REQUIRE(good["rows"][0]["ffpa"]["status"] == "ok");
+  REQUIRE(good["rows"][0]["ffpa"]["checks"][0]["pass"] == true);
+  const auto error_of = [](const nlohmann::json& j) {
+    const InputError e = test::thrown([&] { results_from_json(j, "run.json"); });
+    return e.path() + ": " + e.reason();
+  };
+  const std::string timing = "/rows/0/ffpa/timing/";
+  for (const nlohmann::json bad :
+       {nlohmann::json(0), nlohmann::json(-5), nlohmann::json("nan"), nlohmann::json("inf")}) {
+    INFO(bad.dump());
+    nlohmann::json j = good;
+    j["rows"][0]["ffpa"]["timing"]["median_ms"] = bad;
+    CHECK(error_of(j) == timing + "median_ms: an ok measurement needs a positive, finite median");
+  }
+  nlohmann::json j = good;
+  j["rows"][0]["ffpa"]["timing"]["stdev_ms"] = "inf";
+  CHECK(error_of(j) == timing + "stdev_ms: an ok measurement needs a finite, non-negative value");
+  j = good;
+  j["rows"][0]["ffpa"]["timing"]["samples"] = -3;
+  CHECK(error_of(j) == timing + "samples: an ok measurement needs at least one sample");
+  j = good;
+  j["rows"][0]["ffpa"]["checks"][0]["nonfinite"] = 5;
+  CHECK(error_of(j) == "/rows/0/ffpa/checks/0/pass: true with 5 non-finite values");
+  j = good;
+  j["rows"][0]["ffpa"]["checks"][0]["max_abs"] = "nan";
+  CHECK(error_of(j) == "/rows/0/ffpa/checks/0/pass: true with a non-finite error");
+  j = good;
+  j["rows"][0]["ffpa"]["peak_mem_bytes"] = 18446744073709551616.0;  // 2^64
+  CHECK(error_of(j) == "/rows/0/ffpa/peak_mem_bytes: integer out of range");
+  j = good;
+  j["rows"][0]["ffpa"]["timing"]["median_msec"] = 1.0;
+  CHECK(error_of(j) == timing + "median_msec: unknown key");
+  j = good;
+  j["env"]["gpus"] = "x";
+  CHECK(error_of(j) == "/env/gpus: unknown key");
+}
+
+TEST_CASE("a duplicate key in a results file is refused where it is", "[json]") {
+  test::TempDir dir;
+  const fs::path file = dir.path() / "dup.json";
+  std::string text = to_json(sample_results()).dump(1);
+  const std::string median = "\"median_ms\":";
+  const size_t at = text.find(median);
+  REQUIRE(at != std::string::npos);
+  text.insert(at, median + " 0.001, ");
+  test::write_file(file, text);
+  const InputError e = test::thrown([&] { load_results(file); });
+  CHECK_THAT(e.path(), Catch::StartsWith("/rows/0/") && Catch::EndsWith("/timing/median_ms"));
+  CHECK(e.reason() == "duplicate key");
 }
 
 TEST_CASE("write_results_atomic replaces the file and leaves no temporary", "[json]") {
@@ -664,184 +723,59 @@ TEST_CASE("number formats follow the seed", "[format]") {
   CHECK(format_duration(-1) == "--");
 }
 
-// --- PNG and SVG --------------------------------------------------------------------------------
+// --- PNG and SVG (Cairo) ------------------------------------------------------------------------
 
 namespace {
 
-uint32_t be32(const std::string& s, size_t at) {
-  return uint32_t(uint8_t(s[at])) << 24 | uint32_t(uint8_t(s[at + 1])) << 16 |
-         uint32_t(uint8_t(s[at + 2])) << 8 | uint8_t(s[at + 3]);
+cairo_status_t read_bytes(void* closure, unsigned char* data, unsigned int length) {
+  auto* in = static_cast<std::pair<const std::string*, size_t>*>(closure);
+  if (in->second + length > in->first->size()) return CAIRO_STATUS_READ_ERROR;
+  std::memcpy(data, in->first->data() + in->second, length);
+  in->second += length;
+  return CAIRO_STATUS_SUCCESS;
 }
 
-// A minimal inflater (stored and fixed-Huffman blocks), independent of the encoder.
-class Inflater {
- public:
-  explicit Inflater(const std::string& z) : z_(z) {}
-
-  std::vector<uint8_t> run() {
-    REQUIRE(z_.size() >= 6);
-    const int cmf = uint8_t(z_[0]), flg = uint8_t(z_[1]);
-    REQUIRE((cmf & 0x0F) == 8);
-    REQUIRE((cmf * 256 + flg) % 31 == 0);
-    REQUIRE((flg & 0x20) == 0);
-    pos_ = 16;
-    std::vector<uint8_t> out;
-    for (bool last = false; !last;) {
-      last = bits(1);
-      const int type = bits(2);
-      if (type == 0) {
-        pos_ = (pos_ + 7) / 8 * 8;
-        const uint32_t len = bits(16), nlen = bits(16);
-        REQUIRE((len ^ 0xFFFF) == nlen);
-        for (uint32_t i = 0; i < len; ++i) out.push_back(uint8_t(bits(8)));
-      } else {
-        REQUIRE(type == 1);  // the encoder uses the fixed code only
-        fixed_block(out);
-      }
-    }
-    pos_ = (pos_ + 7) / 8 * 8;
-    REQUIRE(pos_ / 8 + 4 == z_.size());
-    REQUIRE(be32(z_, pos_ / 8) == adler32(out.data(), out.size()));
-    return out;
-  }
-
- private:
-  uint32_t bits(int n) {
-    uint32_t v = 0;
-    for (int i = 0; i < n; ++i, ++pos_) {
-      // Not REQUIRE: this runs per bit and would drown the assertion count.
-      if (pos_ / 8 >= z_.size()) throw std::runtime_error("zlib stream ends early");
-      v |= uint32_t((uint8_t(z_[pos_ / 8]) >> (pos_ % 8)) & 1) << i;
-    }
-    return v;
-  }
-  uint32_t code(int n) {  // Huffman codes are packed MSB first
-    uint32_t v = 0;
-    for (int i = 0; i < n; ++i) v = v << 1 | bits(1);
-    return v;
-  }
-  int literal() {
-    uint32_t c = code(7);
-    if (c <= 0x17) return int(c) + 256;
-    c = c << 1 | bits(1);
-    if (c >= 0x30 && c <= 0xBF) return int(c) - 0x30;
-    if (c >= 0xC0 && c <= 0xC7) return int(c) - 0xC0 + 280;
-    c = c << 1 | bits(1);
-    REQUIRE(c >= 0x190);
-    REQUIRE(c <= 0x1FF);
-    return int(c) - 0x190 + 144;
-  }
-  void fixed_block(std::vector<uint8_t>& out) {
-    static const int lbase[] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
-                                31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
-    static const int lextra[] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
-                                 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
-    static const int dbase[] = {1,    2,    3,    4,    5,    7,    9,    13,    17,    25,
-                                33,   49,   65,   97,   129,  193,  257,  385,   513,   769,
-                                1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
-    static const int dextra[] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
-                                 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
-    for (;;) {
-      const int sym = literal();
-      if (sym < 256) {
-        out.push_back(uint8_t(sym));
-        continue;
-      }
-      if (sym == 256) return;
-      REQUIRE(sym <= 285);
-      const int len = lbase[sym - 257] + int(bits(lextra[sym - 257]));
-      const int dsym = int(code(5));
-      REQUIRE(dsym < 30);
-      const size_t dist = size_t(dbase[dsym]) + bits(dextra[dsym]);
-      REQUIRE(dist <= out.size());
-      REQUIRE(dist <= 32768);
-      for (int i = 0; i < len; ++i) out.push_back(out[out.size() - dist]);
-    }
-  }
-
-  const std::string& z_;
-  size_t pos_ = 0;
-};
-
+// A PNG read back by Cairo's decoder (independent of how it was written).
 struct DecodedPng {
   int width = 0, height = 0;
-  std::vector<uint8_t> rgb;
-  uint32_t at(int x, int y) const {
-    const size_t i = (size_t(y) * width + x) * 3;
-    return uint32_t(rgb[i]) << 16 | uint32_t(rgb[i + 1]) << 8 | rgb[i + 2];
-  }
+  std::vector<uint32_t> px;  // 0xRRGGBB
+  uint32_t at(int x, int y) const { return px[size_t(y) * width + x]; }
 };
 
 DecodedPng decode_png(const std::string& png) {
   REQUIRE(png.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0);
+  std::pair<const std::string*, size_t> in{&png, 0};
+  cairo_surface_t* s = cairo_image_surface_create_from_png_stream(read_bytes, &in);
+  REQUIRE(cairo_surface_status(s) == CAIRO_STATUS_SUCCESS);
+  cairo_surface_flush(s);
   DecodedPng img;
-  std::string idat;
-  std::vector<std::string> order;
-  for (size_t at = 8; at < png.size();) {
-    REQUIRE(at + 12 <= png.size());
-    const uint32_t len = be32(png, at);
-    REQUIRE(at + 12 + len <= png.size());
-    const std::string type = png.substr(at + 4, 4);
-    const auto* typed = reinterpret_cast<const uint8_t*>(png.data() + at + 4);
-    REQUIRE(be32(png, at + 8 + len) == crc32(typed, 4 + len));
-    const std::string body = png.substr(at + 8, len);
-    order.push_back(type);
-    if (type == "IHDR") {
-      REQUIRE(len == 13);
-      img.width = int(be32(body, 0));
-      img.height = int(be32(body, 4));
-      REQUIRE(body.substr(8) == std::string("\x08\x02\x00\x00\x00", 5));
-    } else if (type == "IDAT") {
-      idat += body;
+  img.width = cairo_image_surface_get_width(s);
+  img.height = cairo_image_surface_get_height(s);
+  const int stride = cairo_image_surface_get_stride(s);
+  const unsigned char* data = cairo_image_surface_get_data(s);
+  for (int y = 0; y < img.height; ++y)
+    for (int x = 0; x < img.width; ++x) {
+      uint32_t v;
+      std::memcpy(&v, data + size_t(y) * stride + size_t(x) * 4, 4);
+      img.px.push_back(v & 0xFFFFFF);
     }
-    at += 12 + len;
-  }
-  REQUIRE(order.size() >= 3);
-  REQUIRE(order.front() == "IHDR");
-  REQUIRE(order.back() == "IEND");
-  REQUIRE(img.width > 0);
-  REQUIRE(img.height > 0);
-  const std::vector<uint8_t> raw = Inflater(idat).run();
-  const size_t stride = size_t(img.width) * 3;
-  REQUIRE(raw.size() == (stride + 1) * img.height);
-  for (int y = 0; y < img.height; ++y) {
-    REQUIRE(raw[y * (stride + 1)] == 0);  // filter type None
-    img.rgb.insert(img.rgb.end(), raw.begin() + y * (stride + 1) + 1,
-                   raw.begin() + (y + 1) * (stride + 1));
-  }
+  cairo_surface_destroy(s);
   return img;
+}
+
+bool dark(uint32_t c) {
+  return ((c >> 16) & 255) < 128 && ((c >> 8) & 255) < 128 && (c & 255) < 128;
 }
 
 }  // namespace
 
-TEST_CASE("CRC-32 and Adler-32 match their check values", "[png]") {
-  const std::string s = "123456789";
-  CHECK(crc32(reinterpret_cast<const uint8_t*>(s.data()), s.size()) == 0xCBF43926u);
-  const std::string w = "Wikipedia";
-  CHECK(adler32(reinterpret_cast<const uint8_t*>(w.data()), w.size()) == 0x11E60398u);
-}
-
-TEST_CASE("zlib stream inflates back to its input", "[png]") {
-  std::mt19937 rng(7);
-  std::vector<uint8_t> data;
-  for (int i = 0; i < 70000; ++i) data.push_back(uint8_t(rng() % 4));  // short repeats
-  for (int i = 0; i < 40000; ++i) data.push_back(uint8_t(i % 251));    // long-distance repeats
-  data.insert(data.end(), 1000, 0xAB);                                 // one long run
-  for (int i = 0; i < 3000; ++i) data.push_back(uint8_t(rng()));       // incompressible
-  const std::string z = zlib_compress(data);
-  CHECK(Inflater(z).run() == data);
-  CHECK(z.size() < data.size() / 2);
-  CHECK(Inflater(zlib_compress({})).run().empty());
-}
-
 TEST_CASE("chart PNG is valid and shows the bars", "[png]") {
   const Results res = sample_results();
   const Drawing d = chart_drawing(res);
-  const std::string png = encode_png(rasterize(d));
+  const std::string png = render_png(d);
   const DecodedPng img = decode_png(png);
   REQUIRE(img.width == d.width);
   REQUIRE(img.height == d.height);
-  REQUIRE(img.rgb == rasterize(d).rgb);
   CHECK(img.at(0, 0) == 0xFFFFFF);
 
   // Speedups: self-attn fp16 fwd 16.00 / 11.42 = 1.40x, causal bf16 fwd 16.1 / 6.34 = 2.54x.
@@ -859,15 +793,16 @@ TEST_CASE("chart PNG is valid and shows the bars", "[png]") {
   CHECK(d.find("bar:" + res.rows[3].key() + ":speedup") == nullptr);
   CHECK(d.find("bar:" + res.rows[7].key() + ":speedup") == nullptr);
   CHECK(d.find("bar:" + res.rows[10].key() + ":speedup") == nullptr);
-  // Some text is drawn in ink.
+  // Text is drawn: dark pixels outside every bar and axis line.
   size_t ink = 0;
   for (int y = 0; y < img.height; ++y)
-    for (int x = 0; x < img.width; ++x) ink += img.at(x, y) == 0x222222;
+    for (int x = 0; x < img.width; ++x) ink += dark(img.at(x, y));
   CHECK(ink > 1000);
 
   test::TempDir dir;
-  write_chart_png(dir.path() / "chart.png", res);
-  CHECK(test::read_file(dir.path() / "chart.png") == png);
+  write_charts(dir.path(), "run", res);
+  CHECK(test::read_file(dir.path() / "run_speedup.png") == png);
+  CHECK(std::filesystem::exists(dir.path() / "run_sweep.png") == has_sweep(res));
 }
 
 TEST_CASE("chart falls back to TFLOPS without FFPA rows", "[png]") {
@@ -881,48 +816,110 @@ TEST_CASE("chart falls back to TFLOPS without FFPA rows", "[png]") {
   CHECK(cudnn->color != unfused->color);
   CHECK(unfused->h > cudnn->h);  // 275 vs 92 TFLOPS
   CHECK(d.find("bar:" + res.rows[0].key() + ":speedup") == nullptr);
-  const DecodedPng img = decode_png(encode_png(rasterize(d)));
+  const DecodedPng img = decode_png(render_png(d));
   CHECK(img.at(unfused->x + unfused->w / 2, unfused->y + 1) == unfused->color);
 }
 
-TEST_CASE("chart SVG carries the same bars", "[svg]") {
+TEST_CASE("chart SVG is a complete document with the drawing's size and bar colours", "[svg]") {
   Results res = sample_results();
-  res.rows[0].case_name = "a<b&c";
+  res.rows[0].case_name = "a<b&c";  // text becomes glyph outlines: nothing to escape
   const Drawing d = chart_drawing(res);
-  const std::string svg = to_svg(d);
-  CHECK(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
-  CHECK(svg.size() > 7);
-  CHECK(svg.substr(svg.size() - 7) == "</svg>\n");
-  CHECK(svg.find("a&lt;b&amp;c") != std::string::npos);
+  const std::string svg = render_svg(d);
+  CHECK(svg.find("<svg") != std::string::npos);
+  CHECK(svg.find(fmt::format("width=\"{}pt\" height=\"{}pt\"", d.width, d.height)) !=
+        std::string::npos);
+  CHECK(svg.find("</svg>") != std::string::npos);
   CHECK(svg.find("a<b") == std::string::npos);
-  size_t bars = 0;
-  for (size_t at = svg.find("id=\"bar:"); at != std::string::npos;
-       at = svg.find("id=\"bar:", at + 1))
-    ++bars;
-  size_t expected = 0;
-  for (const auto& it : d.items) expected += it.id.rfind("bar:", 0) == 0;
-  CHECK(bars == expected);
-  CHECK(expected == 11);  // rows with a speedup: 8 fwd, 3 bwd
   const Drawing::Item* self = d.find("bar:" + res.rows[0].key() + ":speedup");
   REQUIRE(self);
-  CHECK(svg.find(fmt::format("x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#{:06x}\"",
-                             self->x, self->y, self->w, self->h, self->color)) !=
-        std::string::npos);
+  // Cairo writes colours as percentages: rgb(29.803922%,47.058824%,65.882353%).
+  const auto pct = [](uint32_t c, int shift) { return ((c >> shift) & 255) / 255.0 * 100; };
+  CHECK(svg.find(fmt::format("fill:rgb({:.6f}%,{:.6f}%,{:.6f}%)", pct(self->color, 16),
+                             pct(self->color, 8), pct(self->color, 0))) != std::string::npos);
+
+  // Cairo numbers its glyph definitions per process, so a second rendering is not byte-equal.
+  test::TempDir dir;
+  write_charts(dir.path(), "run", res);
+  CHECK(test::read_file(dir.path() / "run_speedup.svg").rfind("<?xml", 0) == 0);
 }
 
-TEST_CASE("bitmap text is drawn where the drawing says", "[png]") {
+TEST_CASE("the run chart shows the memory each implementation needed", "[png]") {
+  const Results res = sample_results();
+  const Drawing d = chart_drawing(res);
+  const Row& r = res.rows[0];
+  REQUIRE(r.ffpa);
+  REQUIRE(!r.baselines.empty());
+  const Drawing::Item* ffpa = d.find("mem:" + r.key() + ":" + r.ffpa->impl);
+  const Drawing::Item* base = d.find("mem:" + r.key() + ":" + r.baselines[0].impl);
+  REQUIRE(ffpa);
+  REQUIRE(base);
+  CHECK(ffpa->color != base->color);
+  // Bar heights follow the peak memory each needed.
+  const double ratio = double(r.baselines[0].peak_mem_bytes) / r.ffpa->peak_mem_bytes;
+  CHECK(std::abs(double(base->h) / ffpa->h - ratio) < 0.05 * ratio + 0.05);
+  const DecodedPng img = decode_png(render_png(d));
+  CHECK(img.at(ffpa->x + ffpa->w / 2, ffpa->y + ffpa->h / 2) == ffpa->color);
+}
+
+TEST_CASE("a sweep over D draws TFLOPS against D, one line per implementation", "[png]") {
+  Results res = sample_results();
+  // Rows of other cases, or of the same case at another H and N, are not a sweep.
+  Results plain = res;
+  plain.rows = {res.rows[1], res.rows[1]};
+  plain.rows[1].shape.Hq = plain.rows[1].shape.Hkv = 8;
+  plain.rows[1].shape.Nq = plain.rows[1].shape.Nkv = 8191;
+  CHECK_FALSE(has_sweep(plain));
+  Results sweep;
+  sweep.env = res.env;
+  sweep.complete = true;
+  for (int64_t D : {320, 512, 1024}) {
+    Row r = res.rows[0];
+    r.shape.D = D;
+    r.ffpa->tflops = double(D) / 4;
+    for (auto& b : r.baselines) b.tflops = 100;
+    sweep.rows.push_back(r);
+  }
+  REQUIRE(has_sweep(sweep));
+  const Drawing d = sweep_drawing(sweep);
+  std::vector<const Drawing::Item*> ffpa;
+  for (const auto& it : d.items)
+    if (it.id.rfind("point:", 0) == 0 && it.id.find(":FFPA:") != std::string::npos)
+      ffpa.push_back(&it);
+  REQUIRE(ffpa.size() == 3);
+  CHECK(ffpa[0]->x < ffpa[1]->x);  // left to right by D
+  CHECK(ffpa[1]->x < ffpa[2]->x);
+  CHECK(ffpa[0]->y > ffpa[1]->y);  // higher TFLOPS, higher on the page
+  CHECK(ffpa[1]->y > ffpa[2]->y);
+  size_t lines = 0;
+  for (const auto& it : d.items)
+    lines += it.kind == Drawing::Kind::line && it.color == ffpa[0]->color;
+  CHECK(lines == 2);  // 320-512, 512-1024
+  test::TempDir dir;
+  write_charts(dir.path(), "run", sweep);
+  CHECK(decode_png(test::read_file(dir.path() / "run_sweep.png")).width == d.width);
+  CHECK(std::filesystem::exists(dir.path() / "run_sweep.svg"));
+}
+
+TEST_CASE("text is measured with the renderer's font and drawn where the drawing says", "[png]") {
+  CHECK(text_length("") == 0);
+  CHECK(text_length("I") > 0);
+  CHECK(text_length("WWWW") > text_length("iiii"));
+  CHECK(text_length("ab", 2) > text_length("ab"));
   Drawing d;
-  d.width = 40;
+  d.width = 80;
   d.height = 40;
-  d.text(2, 2, "I", 0x000000);             // 'I': full-height stroke in column 2
-  d.text(20, 30, "I", 0xFF0000, 1, true);  // vertical: the stroke becomes a row
-  const Image img = rasterize(d);
-  for (int row = 0; row < 7; ++row) CHECK(img.at(2 + 2, 2 + row) == 0x000000);
-  CHECK(img.at(2 + 1, 2 + 3) == 0xFFFFFF);
-  for (int row = 0; row < 7; ++row) CHECK(img.at(20 + row, 30 - 2 - 1) == 0xFF0000);
-  CHECK(text_length("I") == 5);
-  CHECK(text_length("ab") == 11);
-  CHECK(text_length("≤") == 5);  // one glyph for one UTF-8 character
+  d.text(4, 4, "WWW", 0x000000);
+  const DecodedPng img = decode_png(render_png(d));
+  size_t inside = 0, outside = 0;
+  for (int y = 0; y < img.height; ++y)
+    for (int x = 0; x < img.width; ++x) {
+      if (!dark(img.at(x, y))) continue;
+      const bool in_box =
+          x >= 4 && x < 4 + text_length("WWW") + 1 && y >= 4 && y < 4 + text_height();
+      (in_box ? inside : outside) += 1;
+    }
+  CHECK(inside > 10);
+  CHECK(outside == 0);
 }
 
 // --- progress -----------------------------------------------------------------------------------

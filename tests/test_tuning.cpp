@@ -1,11 +1,15 @@
 // Tuning grids (format, validation, enumeration) and the tuning cache (keys, invalidation, files).
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 
 #include "core/build_info.hpp"
 #include "core/error.hpp"
+#include "gpu/nvrtc.hpp"
 #include "support.hpp"
 #include "tuning/cache.hpp"
 #include "tuning/grid.hpp"
@@ -348,6 +352,78 @@ TEST_CASE("cache: a corrupt file warns, starts empty and is kept aside", "[tunin
   }
 }
 
+TEST_CASE("cache: concurrent savers keep each other's entries", "[tuning]") {
+  // Each child stores and saves one entry per round, as a tuning sweep saves after every search;
+  // without the lock, a read-merge-rename of one would drop what another renamed meanwhile.
+  test::TempDir dir;
+  const std::string path = (dir.path() / "t.json").string();
+  constexpr int kChildren = 4, kRounds = 8;
+  std::vector<pid_t> children;
+  for (int c = 0; c < kChildren; ++c) {
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      TuningCache cache = TuningCache::load(path);
+      for (int r = 0; r < kRounds; ++r) {
+        cache.store(
+            make_cache_key(device(), "v" + std::to_string(c), problem(1 << r, 8192), Pass::fwd),
+            {{"Br", 64}}, 1.0);
+        cache.save();
+      }
+      _exit(0);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+  }
+  const TuningCache all = TuningCache::load(path);
+  CHECK(all.warning().empty());
+  CHECK(all.size() == size_t{kChildren} * kRounds);
+}
+
+TEST_CASE("cache: a path that cannot be read is an error, never replaced", "[tuning]") {
+  test::TempDir dir;
+  const fs::path sub = dir.path() / "dir.json";
+  fs::create_directories(sub);
+  const InputError e = test::thrown([&] { TuningCache::load(sub.string()); });
+  CHECK(e.where() == sub.string());
+  CHECK(e.reason() == "is a directory, not a file");
+  CHECK(fs::is_directory(sub));
+}
+
+TEST_CASE("cache: a file that became corrupt after load is kept aside, not overwritten",
+          "[tuning]") {
+  test::TempDir dir;
+  const std::string path = (dir.path() / "t.json").string();
+  const CacheKey a = make_cache_key(device(), "v1", problem(8192, 8192), Pass::fwd);
+  TuningCache c = TuningCache::load(path);
+  c.store(a, {{"Br", 64}}, 1.0);
+  CHECK(c.save().empty());
+  test::write_file(path, "{ garbage");
+  c.store(a, {{"Br", 128}}, 0.5);
+  const std::string note = c.save();
+  CHECK(note.find("kept as " + path + ".bad") != std::string::npos);
+  CHECK(test::read_file(path + ".bad") == "{ garbage");
+  CHECK(TuningCache::load(path).find(a)->knobs == Knobs{{"Br", 128}});
+}
+
+TEST_CASE("cache: --compile-only's stand-in device finds what its arch stored", "[tuning]") {
+  TuningCache c = TuningCache::load("unused.json");
+  c.store(make_cache_key(device(), "v1", problem(8192, 8192), Pass::fwd), {{"Br", 64}}, 1.0);
+  gpu::DeviceInfo stand_in = gpu::known_device("sm_90a");
+  REQUIRE(stand_in.driver_version == 0);
+  const CacheKey key = make_cache_key(stand_in, "v1", problem(8192, 8192), Pass::fwd);
+  CHECK_FALSE(c.find(key));
+  CHECK(c.for_arch(key) == std::vector<Knobs>{{{"Br", 64}}});
+  CHECK(c.for_arch(make_cache_key(stand_in, "v1", problem(1, 8192), Pass::fwd)).empty());
+  CHECK(c.for_arch(make_cache_key(gpu::known_device("sm_80"), "v1", problem(8192, 8192), Pass::fwd))
+            .empty());
+}
+
 TEST_CASE("cache: malformed entries are skipped, the good ones kept", "[tuning]") {
   test::TempDir dir;
   const std::string path = (dir.path() / "t.json").string();
@@ -367,7 +443,8 @@ TEST_CASE("cache: malformed entries are skipped, the good ones kept", "[tuning]"
   CHECK(c.find(a));
 }
 
-TEST_CASE("cache: default path follows XDG_CACHE_HOME, then HOME", "[tuning]") {
+TEST_CASE("cache: both caches follow XDG_CACHE_HOME (relative from the cwd), then HOME",
+          "[tuning]") {
   const char* old_xdg = std::getenv("XDG_CACHE_HOME");
   const std::string saved_xdg = old_xdg ? old_xdg : "";
   const char* old_home = std::getenv("HOME");
@@ -375,11 +452,15 @@ TEST_CASE("cache: default path follows XDG_CACHE_HOME, then HOME", "[tuning]") {
 
   setenv("XDG_CACHE_HOME", "/x/cache", 1);
   CHECK(default_tuning_cache_path() == "/x/cache/ffpa-bench/tuning.json");
-  setenv("XDG_CACHE_HOME", "relative", 1);  // invalid per the XDG spec: ignored
+  CHECK(nvrtc::cache_dir() == "/x/cache/ffpa-bench/cubins");
+  setenv("XDG_CACHE_HOME", ".cache", 1);
   setenv("HOME", "/home/u", 1);
-  CHECK(default_tuning_cache_path() == "/home/u/.cache/ffpa-bench/tuning.json");
+  const fs::path cwd = fs::current_path();
+  CHECK(default_tuning_cache_path() == (cwd / ".cache/ffpa-bench/tuning.json").string());
+  CHECK(nvrtc::cache_dir() == (cwd / ".cache/ffpa-bench/cubins").string());
   unsetenv("XDG_CACHE_HOME");
   CHECK(default_tuning_cache_path() == "/home/u/.cache/ffpa-bench/tuning.json");
+  CHECK(nvrtc::cache_dir() == "/home/u/.cache/ffpa-bench/cubins");
 
   if (old_xdg) setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
   if (old_home)

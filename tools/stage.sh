@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# Builds for the H200 (sm_90a only, to stay small) into build-dev/ and copies the binaries the GPU
-# machine needs into .carry/ (git-ignored), to be carried by the device tool.
+# Stages a build for a GPU machine: builds for sm_90a (H100/H200, one arch to stay small) into
+# build-dev/, compiles the kernels a run will need into a cubin cache (ARGS: the ffpa-bench
+# arguments of that run; none: the default matrix), and copies the binaries and the cache into
+# .stage/ (git-ignored). Copy the tree with .stage/ to the GPU machine and run tools/gpu-run.sh
+# there. Usage: tools/stage.sh [FFPA-BENCH ARGS...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=build-dev FFPA_CUDA_ARCHS=90a tools/build.sh >/dev/null
-rm -rf .carry && mkdir -p .carry
-cp build-dev/ffpa-bench .carry/
-find build-dev/tests -maxdepth 1 -name "gpu_*" -type f -executable -exec cp {} .carry/ \;
-strip .carry/* 2>/dev/null || true
-du -sh .carry
+rm -rf .stage && mkdir -p .stage/cache
+cp build-dev/ffpa-bench .stage/
+find build-dev/tests -maxdepth 1 -name "gpu_*" -type f -executable -exec cp {} .stage/ \;
+strip .stage/ffpa-bench .stage/gpu_* 2>/dev/null || true
+# The GPU machine has the CUDA toolkit and cuDNN but not every library we link (Cairo for the
+# charts): carry the rest; tools/gpu-run.sh puts .stage/lib on the library path.
+mkdir -p .stage/lib
+ldd .stage/ffpa-bench | awk '/=> \// {print $3}' |
+  grep -v -E '/lib(c|m|stdc\+\+|gcc_s|pthread|dl|rt|cuda|cudnn[^/]*|nvrtc[^/]*|cublas[^/]*|cudart)\.so' |
+  xargs -r cp -L -t .stage/lib/
+XDG_CACHE_HOME=$PWD/.stage/cache build-dev/ffpa-bench "$@" --compile-only sm_90a \
+  --tuning-cache .stage/cache/no-tuning.json >/dev/null
+rm -f .stage/cache/no-tuning.json
+du -sh .stage

@@ -5,11 +5,12 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <optional>
 
-#include "baselines/lt_gemm.hpp"
-#include "baselines/unfused_kernels.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
+#include "unfused/kernels.hpp"
+#include "unfused/lt_gemm.hpp"
 
 namespace ffpa {
 namespace {
@@ -196,6 +197,8 @@ class UnfusedBaseline : public Baseline {
     if (p.shape.Nkv > INT_MAX / 2 || p.shape.D > INT_MAX)
       return Support::no("sequence length beyond 32-bit kernel indices");
     if (rows(p) > INT_MAX) return Support::no("more than 2^31 query rows");
+    if (rows(p) > (int64_t{1} << 50) / score_ld(p))
+      return Support::no("score matrix of more than 2^50 elements");
     if (p.dropout >= 1) return Support::no("dropout probability must be below 1");
     return Support::yes();
   }
@@ -214,16 +217,19 @@ std::unique_ptr<Baseline> make_unfused_baseline() {
 }
 
 int64_t unfused_extra_bytes(const Problem& p, Pass pass) {
-  const int64_t es = dtype_bytes(p.dtype);
-  const int64_t scores = rows(p) * score_ld(p) * es;
-  int64_t total = static_cast<int64_t>(kGemmWorkspaceBytes) + scores;  // S (P in place)
-  if (pass == Pass::fwd) return total;
-  total += scores;                                                // dP, dS in place
-  if (p.dropout > 0) total += scores;                             // dropped P
-  total += p.shape.B * p.shape.Hq * p.shape.Nq * p.shape.D * es;  // O of the bind-time forward
-  total += rows(p) * 4;                                           // its LSE
-  if (reduces_bias(p)) total += UnfusedOp::acc_elems(p) * 4;
-  return total;
+  // In 128 bits, clamped: the plan computes it for shapes the baseline refuses too.
+  using Wide = __int128;
+  const Wide es = dtype_bytes(p.dtype);
+  const Wide scores = Wide(rows(p)) * score_ld(p) * es;
+  Wide total = Wide(kGemmWorkspaceBytes) + scores;  // S (P in place)
+  if (pass == Pass::bwd) {
+    total += scores;                                                      // dP, dS in place
+    if (p.dropout > 0) total += scores;                                   // dropped P
+    total += Wide(p.shape.B) * p.shape.Hq * p.shape.Nq * p.shape.D * es;  // O of the forward
+    total += Wide(rows(p)) * 4;                                           // its LSE
+    if (reduces_bias(p)) total += Wide(UnfusedOp::acc_elems(p)) * 4;
+  }
+  return static_cast<int64_t>(std::min<Wide>(total, std::numeric_limits<int64_t>::max()));
 }
 
 }  // namespace ffpa

@@ -11,7 +11,8 @@ namespace ffpa {
 
 std::unique_ptr<Baseline> make_unfused_baseline();
 
-// Device memory the unfused baseline allocates beyond the problem's tensors for one pass.
+// Device memory the unfused baseline allocates beyond the problem's tensors for one pass; at most
+// INT64_MAX (meaningful where the baseline supports the problem).
 int64_t unfused_extra_bytes(const Problem&, Pass);
 
 }  // namespace ffpa

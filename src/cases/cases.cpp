@@ -1,15 +1,12 @@
 #include "cases/cases.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json_strict.hpp"
 
 namespace ffpa {
@@ -57,7 +54,13 @@ class Loader {
   explicit Loader(std::string file) : file_(std::move(file)) {}
 
   [[noreturn]] void fail(const std::string& path, const std::string& reason) const {
-    throw InputError(file_, path, reason);
+    throw InputError(file_, shown(path), reason);
+  }
+
+  // An integer beyond 64 bits reaches us as a double.
+  void reject_huge(const json& j, const std::string& path) const {
+    if (j.is_number_float() && std::abs(j.get<double>()) >= 0x1p63)
+      fail(path, "too large (at most " + std::to_string(kMaxDim) + ")");
   }
 
   void check_keys(const json& obj, const std::string& path, const char* const* begin,
@@ -73,6 +76,7 @@ class Loader {
   }
 
   int64_t positive_int(const json& j, const std::string& path) const {
+    reject_huge(j, path);
     if (!j.is_number_integer()) fail(path, "expected a positive integer, got " + json_type(j));
     if (j.is_number_unsigned()) {
       const uint64_t v = j.get<uint64_t>();
@@ -96,6 +100,7 @@ class Loader {
       e.text = std::to_string(e.k);
       return e;
     }
+    reject_huge(j, path);
     if (!j.is_string())
       fail(path, "expected an integer or a size expression such as \"N-1\", got " + json_type(j));
     std::string why;
@@ -336,14 +341,13 @@ CaseFile parse_case_file(const std::string& text, const std::string& file) {
 }
 
 CaseFile load_case_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw InputError("command line", "--config",
-                     "cannot read " + path + ": " + std::strerror(errno));
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) throw InputError("command line", "--config", "cannot read " + path);
-  return parse_case_file(s.str(), path);
+  std::string text;
+  try {
+    text = read_input_file(path, kMaxConfigBytes);
+  } catch (const InputError& e) {
+    throw InputError("command line", "--config", path + ": " + e.reason());
+  }
+  return parse_case_file(text, path);
 }
 
 Problem resolve_case(const CaseFile& cf, const CaseSpec& c, const SweepPoint& p, Dtype dtype,

@@ -67,10 +67,16 @@ std::optional<T> parse_int(const std::string& s) {
   return v;
 }
 
+bool is_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 std::vector<int64_t> sizes(const std::vector<std::string>& raw, const std::string& flag) {
   std::vector<int64_t> out;
   for (const auto& item : split(raw, flag)) {
     auto v = parse_int<int64_t>(item);
+    if (!v && is_digits(item))
+      fail(flag, item + " is too large (at most " + std::to_string(kMaxSize) + ")");
     if (!v || *v <= 0) fail(flag, "\"" + item + "\" is not a positive integer");
     if (*v > kMaxSize)
       fail(flag, item + " is too large (at most " + std::to_string(kMaxSize) + ")");
@@ -96,6 +102,8 @@ double number(const std::string& s, const std::string& flag, double min, bool mi
 
 int64_t integer(const std::string& s, const std::string& flag, int64_t min, int64_t max) {
   auto v = parse_int<int64_t>(s);
+  if (!v && is_digits(s))
+    fail(flag, s + " is out of range " + std::to_string(min) + ".." + std::to_string(max));
   if (!v) fail(flag, "\"" + s + "\" is not a non-negative integer");
   if (*v < min || *v > max)
     fail(flag, s + " is out of range " + std::to_string(min) + ".." + std::to_string(max));
@@ -149,6 +157,9 @@ std::pair<std::string, std::string> flag_and_reason(const CLI::ParseError& e,
       if (position(dashed) < args.size()) flag = dashed;
   }
   if (msg.rfind(flag + ": ", 0) == 0) msg.erase(0, flag.size() + 2);
+  // CLI11's wording for the two mistakes it catches that users make most.
+  if (msg.find("disallowed flag override") != std::string::npos) msg = "takes no value";
+  if (msg.find("At Most 1 required") != std::string::npos) msg = "given more than once";
   return {flag, msg};
 }
 
@@ -236,29 +247,45 @@ std::optional<Options> parse_run(Options o, std::vector<std::string> args) {
       ->type_name("S");
   app.add_option("--seed", seed, "input and dropout seed (default: 0)")->type_name("N");
   app.add_option("--out", o.out, "output directory")->capture_default_str()->type_name("DIR");
-  app.add_option("--tuning-cache", o.tuning_cache,
-                 "tuning cache file (default: $XDG_CACHE_HOME/ffpa-bench/tuning.json)")
-      ->type_name("FILE");
+  auto* tuning_cache =
+      app.add_option("--tuning-cache", o.tuning_cache,
+                     "tuning cache file (default: $XDG_CACHE_HOME/ffpa-bench/tuning.json, else "
+                     "~/.cache/ffpa-bench/tuning.json)")
+          ->type_name("FILE");
   auto* check = flag(app, "--check", "check results against a reference (default)");
   auto* no_check = flag(app, "--no-check", "skip the correctness check");
   app.add_option("--format", fmts, "outputs: md,json,csv,png (default: all)")->type_name("LIST");
   app.add_option("--device", device, "CUDA device index (default: 0)")->type_name("N");
   auto* list = flag(app, "--list", "list cases, variants and baselines, then exit");
   auto* dry_run = flag(app, "--dry-run", "print the plan without touching the GPU");
-  app.add_option("--compile-only", o.compile_only,
-                 "compile the run's kernel configurations for ARCH (" + join(gpu::known_archs()) +
-                     ") into the cubin cache, without a GPU")
-      ->type_name("ARCH");
+  auto* compile_only =
+      app.add_option("--compile-only", o.compile_only,
+                     "compile the run's kernel configurations for ARCH (" +
+                         join(gpu::known_archs()) + ") into the cubin cache, without a GPU")
+          ->type_name("ARCH");
   app.add_option("-j,--jobs", jobs, "compiler threads (default: one per core)")->type_name("N");
   auto* verbose = flag(app, "-v,--verbose", "more output (repeatable)");
-  app.add_option("--save-tensors", o.save_tensors, "dump inputs/outputs as .npy into DIR")
-      ->type_name("DIR");
+  auto* save_tensors =
+      app.add_option("--save-tensors", o.save_tensors,
+                     "dump each row's inputs and each FFPA variant's outputs as .npy into DIR")
+          ->type_name("DIR");
+  auto* profile = flag(app, "--profile",
+                       "launch each implementation once, inside NVTX ranges, for nsys or ncu "
+                       "(no search, check or repeats)");
   cold->excludes(hot);
+  // One mode at a time: --list and --dry-run print and exit, --compile-only compiles.
+  list->excludes(dry_run);
+  list->excludes(compile_only);
+  dry_run->excludes(compile_only);
   check->excludes(no_check);
   fwd->excludes(no_fwd);
   bwd->excludes(no_bwd);
 
   if (!p.parse()) return std::nullopt;
+
+  // An empty value is a mistake (an unset shell variable), never "off" or "the default".
+  for (const CLI::Option* opt : {tuning_cache, compile_only, save_tensors})
+    if (opt->count() > 0 && opt->as<std::string>().empty()) fail(opt->get_name(), "empty value");
 
   if (*fwd || *bwd) {
     o.fwd = fwd->count() > 0;
@@ -288,22 +315,16 @@ std::optional<Options> parse_run(Options o, std::vector<std::string> args) {
       fail("--dtype", "unknown dtype \"" + dtype + "\" (valid: fp16, bf16, both)");
   }
   if (!tune.empty()) {
-    const TuneMode modes[] = {TuneMode::none, TuneMode::fast, TuneMode::max};
-    auto it = std::find_if(std::begin(modes), std::end(modes),
-                           [&](TuneMode m) { return to_string(m) == tune; });
-    if (it == std::end(modes))
-      fail("--tune", "unknown mode \"" + tune + "\" (valid: none, fast, max)");
-    o.tune = *it;
+    const auto mode = parse_tune_mode(tune);
+    if (!mode) fail("--tune", "unknown mode \"" + tune + "\" (valid: none, fast, max)");
+    o.tune = *mode;
   }
   if (!baseline.empty()) {
-    const BaselineMode modes[] = {BaselineMode::best, BaselineMode::cudnn, BaselineMode::unfused,
-                                  BaselineMode::none, BaselineMode::all};
-    auto it = std::find_if(std::begin(modes), std::end(modes),
-                           [&](BaselineMode m) { return to_string(m) == baseline; });
-    if (it == std::end(modes))
+    const auto mode = parse_baseline_mode(baseline);
+    if (!mode)
       fail("--baseline",
            "unknown baseline \"" + baseline + "\" (valid: best, cudnn, unfused, none, all)");
-    o.baseline = *it;
+    o.baseline = *mode;
   }
   for (const auto& v : split(variants, "--variant"))
     if (std::find(o.variants.begin(), o.variants.end(), v) == o.variants.end())
@@ -331,6 +352,17 @@ std::optional<Options> parse_run(Options o, std::vector<std::string> args) {
          "unknown arch \"" + o.compile_only + "\" (valid: " + join(gpu::known_archs()) + ")");
   if (!jobs.empty()) o.jobs = static_cast<int>(integer(jobs, "--jobs", 1, 1024));
   o.verbose = static_cast<int>(verbose->count());
+  if (*profile) {
+    if (o.tune != TuneMode::none)
+      fail("--profile",
+           "launches each implementation once and cannot search: drop --tune " + to_string(o.tune));
+    if (*check)
+      fail("--profile",
+           "runs without the correctness check (its launches would be profiled "
+           "too): drop --check");
+    o.profile = true;
+    o.check = false;
+  }
   return o;
 }
 
@@ -345,9 +377,12 @@ std::optional<Options> parse_compare(Options o, std::vector<std::string> args) {
   p.app.add_option("NEW.json", o.new_file, "new results")->required();
   p.app.add_option("--threshold", threshold, "smallest change reported, percent (default: 5)")
       ->type_name("PCT");
+  auto* other_gpus = flag(p.app, "--allow-different-gpus",
+                          "compare runs of two different GPUs (refused otherwise)");
   auto* verbose = flag(p.app, "-v,--verbose", "more output (repeatable)");
   if (!p.parse()) return std::nullopt;
   if (!threshold.empty()) o.threshold = number(threshold, "--threshold", 0, true);
+  o.allow_different_gpus = other_gpus->count() > 0;
   o.verbose = static_cast<int>(verbose->count());
   return o;
 }
@@ -356,46 +391,24 @@ std::optional<Options> parse_report(Options o, std::vector<std::string> args) {
   Parser p("Renders tables and plots from a result file.", "ffpa-bench report");
   p.args = std::move(args);
   std::vector<std::string> fmts;
+  o.out.clear();
   p.app.add_option("RESULTS.json", o.report_file, "result file")->required();
-  p.app.add_option("--out", o.out, "output directory")->capture_default_str()->type_name("DIR");
-  p.app.add_option("--format", fmts, "outputs: md,json,csv,png (default: all)")->type_name("LIST");
+  auto* out = p.app.add_option("--out", o.out, "output directory (default: RESULTS.json's)")
+                  ->type_name("DIR");
+  p.app.add_option("--format", fmts, "outputs: md,csv,png (default: all)")->type_name("LIST");
   auto* verbose = flag(p.app, "-v,--verbose", "more output (repeatable)");
   if (!p.parse()) return std::nullopt;
-  if (o.out.empty()) fail("--out", "empty directory name");
+  if (out->count() > 0 && o.out.empty()) fail("--out", "empty directory name");
+  // The results JSON is report's input: rewriting it is not a rendering.
+  o.formats = {"md", "csv", "png"};
   if (!fmts.empty()) o.formats = formats(fmts, "--format");
+  if (std::find(o.formats.begin(), o.formats.end(), "json") != o.formats.end())
+    fail("--format", "json is report's input, not an output (valid: md, csv, png)");
   o.verbose = static_cast<int>(verbose->count());
   return o;
 }
 
 }  // namespace
-
-std::string to_string(TuneMode m) {
-  switch (m) {
-    case TuneMode::none:
-      return "none";
-    case TuneMode::fast:
-      return "fast";
-    case TuneMode::max:
-      return "max";
-  }
-  return "?";
-}
-
-std::string to_string(BaselineMode m) {
-  switch (m) {
-    case BaselineMode::best:
-      return "best";
-    case BaselineMode::cudnn:
-      return "cudnn";
-    case BaselineMode::unfused:
-      return "unfused";
-    case BaselineMode::none:
-      return "none";
-    case BaselineMode::all:
-      return "all";
-  }
-  return "?";
-}
 
 std::optional<Options> parse_cli(int argc, const char* const* argv) {
   Options o;

@@ -85,17 +85,27 @@ std::string render_list(const Plan& plan, const Registry& reg, const std::string
   return out;
 }
 
-std::string render_dry_run(const Plan& plan, const Registry& reg, const Options& opts) {
-  const auto variants = selected_variants(reg, opts.variants);
-  const auto baselines = selected_baselines(reg, opts.baseline);
+std::string render_dry_run(const Plan& plan, const Registry& reg) {
+  const RunSettings& run = plan.settings;
+  const auto variants = selected_variants(reg, run.variants);
+  const auto baselines = selected_baselines(reg, run.baseline);
   std::string out = fmt::format("Plan from {}: {} measurements (no GPU used)\n\n", plan.config_file,
                                 plan.items.size());
+  const TimingOptions& t = run.timing;
+  out += fmt::format(
+      "Settings: tune {}, baseline {}, timing {} (min {} samples, noise {}%, min {} s, timeout {} "
+      "s), check {}, tuning cache {}{}{}\n\n",
+      to_string(run.tune), to_string(run.baseline), t.cold ? "cold" : "hot", t.min_samples,
+      t.max_noise, t.min_time, t.timeout, run.check ? "on" : "off", run.tuning_cache,
+      run.save_tensors.empty() ? "" : ", tensors saved to " + run.save_tensors,
+      run.profile ? ", profile (one launch per implementation)" : "");
   out +=
-      "| # | case | pass | dtype | shape | features | GFLOP | tensors MiB | unfused extra MiB | "
+      "| # | case | pass | dtype | shape | features | GFLOP | tensors MiB | baseline extra MiB | "
       "runs |\n";
   out += "|---|---|---|---|---|---|---|---|---|---|\n";
   double total_flops = 0;
   int64_t peak = 0;
+  std::string peak_by;  // the baseline whose memory the largest item counts, if one runs
   for (size_t i = 0; i < plan.items.size(); ++i) {
     const PlanItem& it = plan.items[i];
     std::string runs;
@@ -104,21 +114,47 @@ std::string render_dry_run(const Plan& plan, const Registry& reg, const Options&
       const Support s = v->supports(it.problem);
       runs += (runs.empty() ? "" : "; ") + v->name() + (s.ok() ? "" : " n/a (" + s.reason + ")");
     }
+    int64_t extra = 0;  // the largest of the baselines that run
+    std::string extra_by;
     for (Baseline* b : baselines) {
       const Support s = b->supports(it.problem, it.pass);
       runs += (runs.empty() ? "" : "; ") + b->name() + (s.ok() ? "" : " n/a (" + s.reason + ")");
+      if (!s.ok()) continue;
+      if (const int64_t bytes = b->extra_bytes(it.problem, it.pass); bytes > extra) {
+        extra = bytes;
+        extra_by = b->name();
+      }
     }
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {:.4g} | {} | {} | {} |\n", i + 1,
-                       it.problem.case_name, to_string(it.pass), to_string(it.problem.dtype),
-                       shape_text(it.problem.shape), features(it.problem), it.flops / 1e9,
-                       mib(it.tensor_bytes), mib(it.unfused_bytes), runs.empty() ? "-" : runs);
+    out += fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {:.4g} | {} | {} | {} |\n", i + 1, it.problem.case_name,
+        to_string(it.pass), to_string(it.problem.dtype), shape_text(it.problem.shape),
+        features(it.problem), it.flops / 1e9, mib(it.tensor_bytes),
+        extra_by.empty() ? "-" : mib(extra) + " (" + extra_by + ")", runs.empty() ? "-" : runs);
     total_flops += it.flops;
-    peak = std::max(peak, it.tensor_bytes + it.unfused_bytes);
+    if (it.tensor_bytes + extra > peak) {
+      peak = it.tensor_bytes + extra;
+      peak_by = extra_by;
+    }
   }
-  out += fmt::format(
-      "\nTotal: {:.1f} TFLOP of attention; largest item needs {} MiB with the "
-      "unfused baseline.\n",
-      total_flops / 1e12, mib(peak));
+  out += fmt::format("\nTotal: {:.1f} TFLOP of attention; largest item needs {} MiB{}.\n",
+                     total_flops / 1e12, mib(peak),
+                     peak_by.empty() ? "" : " with its largest baseline");
+  return out;
+}
+
+std::string nothing_compiled(const Plan& plan, const std::vector<Variant*>& variants,
+                             const gpu::DeviceInfo& dev) {
+  std::set<std::string> reasons;
+  for (const PlanItem& it : plan.items)
+    for (const Variant* v : variants) {
+      if (v->pass() != it.pass) continue;
+      Support s = v->supports(it.problem);
+      if (s.ok()) s = v->supports(it.problem, v->default_knobs(it.problem), dev);
+      if (!s.ok()) reasons.insert(v->name() + ": " + s.reason);
+    }
+  if (reasons.empty()) return "no selected variant runs the planned passes";
+  std::string out;
+  for (const auto& r : reasons) out += (out.empty() ? "" : "; ") + r;
   return out;
 }
 

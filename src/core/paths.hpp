@@ -7,9 +7,14 @@
 
 namespace ffpa {
 
-// `relative` as given if it exists from the working directory, else the first existing match in
-// the executable's ancestor directories, else `relative` unchanged (the caller reports it missing).
+// `relative` as given if it exists from the working directory or does not start with configs/;
+// else the first existing match in the executable's ancestor directories, else `relative`
+// unchanged (the caller reports it missing).
 std::string find_data_path(const std::string& relative);
+
+// Where the cubin and tuning caches live: $XDG_CACHE_HOME/ffpa-bench (a relative value is taken
+// from the working directory), else $HOME/.cache/ffpa-bench; empty without either.
+std::string cache_root();
 
 // $FFPA_GRIDS_DIR, else find_data_path("configs/grids").
 std::string grids_dir();

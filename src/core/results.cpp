@@ -26,6 +26,18 @@ bool Measurement::correct() const {
   return checked && std::all_of(checks.begin(), checks.end(), [](const auto& c) { return c.pass; });
 }
 
+int failed_measurements(const Results& res) {
+  const auto failed = [](const Measurement& m) {
+    return m.status == Status::failed || (m.checked && !m.correct());
+  };
+  int n = 0;
+  for (const Row& row : res.rows) {
+    if (row.ffpa && failed(*row.ffpa)) ++n;
+    for (const auto& b : row.baselines) n += failed(b);
+  }
+  return n;
+}
+
 std::string Row::key() const {
   return case_name + "/" + to_string(pass) + "/" + to_string(dtype) + "/" +
          std::to_string(shape.B) + "." + std::to_string(shape.Hq) + "." +

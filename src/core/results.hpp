@@ -102,9 +102,12 @@ struct Results {
   int schema_version = kResultsSchemaVersion;
   std::string tool_version;
   Environment env;
-  std::string timing_mode;  // "cold" or "hot"
+  std::string timing_mode;  // "cold", "hot" or "profile" (one launch a row, --profile)
   std::vector<Row> rows;
   bool complete = false;  // false while a sweep is still running or was interrupted
 };
+
+// Measurements that failed: status failed, or checked and wrong. A run with any exits 1.
+int failed_measurements(const Results&);
 
 }  // namespace ffpa

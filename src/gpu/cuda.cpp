@@ -137,9 +137,13 @@ std::vector<std::string> known_archs() {
 DeviceInfo open_device(int ordinal) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
+  // The runtime says "driver version is insufficient" when there is no driver at all.
+  int driver = 0;
+  const bool no_driver = cudaDriverGetVersion(&driver) == cudaSuccess && driver == 0;
   if (err != cudaSuccess || count == 0)
-    throw RunError(std::string("no usable GPU: ") +
-                   (err != cudaSuccess ? cudaGetErrorString(err) : "no CUDA device"));
+    throw RunError(std::string("no usable GPU: ") + (no_driver ? "no CUDA driver is installed"
+                                                     : err != cudaSuccess ? cudaGetErrorString(err)
+                                                                          : "no CUDA device"));
   if (ordinal < 0 || ordinal >= count)
     throw InputError("command line", "--device",
                      "device " + std::to_string(ordinal) + " does not exist (" +

@@ -1,23 +1,23 @@
 #include "gpu/nvrtc.hpp"
 
 #include <nvrtc.h>
+#include <openssl/evp.h>
 
-#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <mutex>
 #include <regex>
 #include <set>
 #include <sstream>
-#include <thread>
 #include <utility>
 
 #include "core/build_info.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/paths.hpp"
 #include "gpu/cuda.hpp"
 
 namespace ffpa::nvrtc {
@@ -47,20 +47,35 @@ std::string read_all(const fs::path& p) {
   return s.str();
 }
 
-// Write-then-rename so that concurrent processes never read a half-written cubin.
-void write_atomic(const fs::path& p, const std::string& data) {
-  static std::atomic<unsigned> serial{0};
-  const fs::path tmp = p.string() + ".tmp" +
-                       std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())) +
-                       "." + std::to_string(serial++);
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f.write(data.data(), static_cast<std::streamsize>(data.size()));
-    if (!f) return;  // a cache that cannot be written is only slower
+// SHA-256 (OpenSSL) of a cache file's bytes: a truncated, garbled or swapped cubin is caught
+// before the driver loads it.
+std::string sha256(const std::string& data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  if (EVP_Digest(data.data(), data.size(), md, &n, EVP_sha256(), nullptr) != 1)
+    throw RunError("SHA-256 failed");
+  std::string hex;
+  char b[3];
+  for (unsigned int i = 0; i < n; ++i) {
+    std::snprintf(b, sizeof b, "%02x", md[i]);
+    hex += b;
   }
-  std::error_code ec;
-  fs::rename(tmp, p, ec);
-  if (ec) fs::remove(tmp, ec);
+  return hex;
+}
+
+// The manifest of an entry: "cubin <bytes> <sha256>" and "log <bytes> <sha256>" lines.
+std::string manifest(const std::string& cubin, const std::string& log) {
+  return "cubin " + std::to_string(cubin.size()) + " " + sha256(cubin) + "\nlog " +
+         std::to_string(log.size()) + " " + sha256(log) + "\n";
+}
+
+// The first failure to write the cache (empty: none), for --compile-only to report.
+std::mutex g_write_error_mu;
+std::string g_write_error;
+
+void note_write_error(const std::string& why) {
+  const std::lock_guard<std::mutex> lock(g_write_error_mu);
+  if (g_write_error.empty()) g_write_error = why;
 }
 
 // Threads asking for the same key wait for the first one, then read its cubin from the cache:
@@ -128,6 +143,11 @@ PtxasInfo parse_ptxas(const std::string& log) {
   return out;
 }
 
+std::string cache_write_error() {
+  const std::lock_guard<std::mutex> lock(g_write_error_mu);
+  return g_write_error;
+}
+
 std::string version() {
   int major = 0, minor = 0;
   check(nvrtcVersion(&major, &minor), "version");
@@ -135,11 +155,8 @@ std::string version() {
 }
 
 std::string cache_dir() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
-    return (fs::path(x) / "ffpa-bench" / "cubins").string();
-  if (const char* h = std::getenv("HOME"); h && *h)
-    return (fs::path(h) / ".cache" / "ffpa-bench" / "cubins").string();
-  return {};
+  const std::string root = cache_root();
+  return root.empty() ? root : (fs::path(root) / "cubins").string();
 }
 
 Compiled compile(const std::string& main_file, const std::vector<std::string>& options,
@@ -158,18 +175,23 @@ Compiled compile(const std::string& main_file, const std::vector<std::string>& o
 
   const InFlight one_at_a_time(key);
   const std::string dir = cache_dir();
-  fs::path cubin_path, log_path;
+  fs::path cubin_path, log_path, sum_path;
   if (!dir.empty()) {
     cubin_path = fs::path(dir) / (std::string(key) + ".cubin");
     log_path = fs::path(dir) / (std::string(key) + ".log");
+    sum_path = fs::path(dir) / (std::string(key) + ".sha256");
     std::error_code ec;
-    if (fs::exists(cubin_path, ec) && fs::exists(log_path, ec)) {
+    // An entry counts only when its manifest (written last) matches the cubin and the log; any
+    // other state is compiled again and replaced.
+    if (fs::exists(sum_path, ec)) {
       Compiled c;
       c.cubin = read_all(cubin_path);
       c.log = read_all(log_path);
-      c.info = parse_ptxas(c.log);
-      c.cached = true;
-      if (!c.cubin.empty()) return c;
+      if (read_all(sum_path) == manifest(c.cubin, c.log) && !c.cubin.empty()) {
+        c.info = parse_ptxas(c.log);
+        c.cached = true;
+        return c;
+      }
     }
   }
 
@@ -208,12 +230,14 @@ Compiled compile(const std::string& main_file, const std::vector<std::string>& o
   c.log = std::move(log);
   c.info = parse_ptxas(c.log);
 
+  // A cache that cannot be written only costs time in a run; --compile-only reports it.
   if (!dir.empty()) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (!ec) {
-      write_atomic(log_path, c.log);  // the log first: a cubin without its log is a miss
-      write_atomic(cubin_path, c.cubin);
+    try {
+      write_file_atomic(cubin_path, c.cubin);
+      write_file_atomic(log_path, c.log);
+      write_file_atomic(sum_path, manifest(c.cubin, c.log));  // last: the entry is complete
+    } catch (const RunError& e) {
+      note_write_error(e.what());
     }
   }
   return c;

@@ -34,13 +34,18 @@ struct Compiled {
 // Compiles a translation unit that includes the embedded file `main_file`, for `arch` ("sm_80",
 // "sm_90a"), with extra NVRTC options (e.g. "-DFFPA_D=512"). Every embedded file can be included.
 // Results are cached under cache_dir() keyed by kernel_source_hash(), the options, the arch and
-// the NVRTC version. Thread-safe; a key being compiled by another thread is waited for, not
-// compiled twice. Throws RunError with the log when compilation fails.
+// the NVRTC version: <key>.cubin, <key>.log and <key>.sha256 (sizes and SHA-256 of both, written
+// last); an entry whose files do not match it is compiled again and replaced. Thread-safe; a key
+// being compiled by another thread is waited for, not compiled twice. Throws RunError with the log
+// when compilation fails.
 Compiled compile(const std::string& main_file, const std::vector<std::string>& options,
                  const std::string& arch);
 
-// $XDG_CACHE_HOME/ffpa-bench/cubins, else $HOME/.cache/ffpa-bench/cubins; empty: no cache.
+// cache_root()/cubins; empty: no cache.
 std::string cache_dir();
+
+// The first failure to write a cache entry in this process (disk full, not a directory), or empty.
+std::string cache_write_error();
 
 // NVRTC's version, "major.minor".
 std::string version();

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "baselines/unfused_kernels.hpp"
 #include "core/results.hpp"
 #include "gpu/cuda.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
+#include "unfused/kernels.hpp"
 
 namespace ffpa {
 
@@ -27,6 +27,10 @@ Reference compute_reference(const AttnTensors&, Pass);
 
 // o and lse for the forward; dq, dk, dv (and dbias with a mask) for the backward.
 std::vector<TensorCheck> check_outputs(const AttnTensors&, const Reference&, Pass);
+
+// Without a reference (--no-check): counts each output's NaN and infinite elements, so that
+// "NaN/Inf fails a row" holds all the same.
+std::vector<TensorCheck> scan_outputs(const AttnTensors&, Pass);
 
 // Copies the reference o (rounded to the input dtype) and lse into the tensors' forward outputs,
 // so a backward can run on consistent forward results.

@@ -1,9 +1,9 @@
-// Reduction and stream kernels of the GPU reference (kernels/reference.cu).
+// Reduction and stream kernels of the GPU reference (kernels.cu).
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include "baselines/unfused_kernels.hpp"
+#include "unfused/kernels.hpp"
 
 namespace ffpa {
 
@@ -14,7 +14,8 @@ struct CompareStats {
   unsigned long long nonfinite;  // NaN outputs, and infinities the reference does not have
 };
 
-// Accumulates into *stats (device memory, zeroed by the caller).
+// Accumulates into *stats (device memory, zeroed by the caller). A null ref compares with zeros:
+// nonfinite then counts every NaN and infinity of out.
 void compare(const void* out, Elem, const float* ref, long long n, CompareStats* stats,
              cudaStream_t);
 void dropout_uniforms(float* out, long long n, unsigned long long seed, unsigned long long offset,

@@ -65,7 +65,8 @@ std::map<std::string, const Row*> index(const Results& res, const char* which,
 }
 
 CompareEntry judge(const std::string& key, const std::string& kind, const Measurement* b,
-                   const Measurement* n, bool row_gone, double threshold, double k) {
+                   const Measurement* n, bool row_gone, double threshold, double k,
+                   std::vector<std::string>& warnings) {
   CompareEntry e;
   e.key = key;
   e.kind = kind;
@@ -88,11 +89,20 @@ CompareEntry judge(const std::string& key, const std::string& kind, const Measur
     e.verdict = usable(*b) ? Verdict::skipped : Verdict::not_run;
     e.error = ffpa && b->status == Status::ok;
     e.detail = skip_text(*n);
+  } else if (!usable(*n)) {
+    // Ran without a positive median: a timer that broke must not read as "faster".
+    e.verdict = Verdict::failed;
+    e.error = true;
+    e.detail = "no valid timing";
   } else if (!usable(*b)) {
     e.verdict = Verdict::recovered;
   } else {
     const double bs = b->timing.stdev_ms, ns = n->timing.stdev_ms;
-    e.allowed_ms = std::max(threshold / 100 * e.base_ms, k * (bs + ns));
+    const double noise = k * (bs + ns), cap = kMaxNoisePct / 100 * e.base_ms;
+    if (noise > cap)
+      warnings.push_back(fmt::format("{} {}: noise band ±{:.0f}% capped at ±{:.0f}%", key,
+                                     display_name(e.impl), 100 * noise / e.base_ms, kMaxNoisePct));
+    e.allowed_ms = std::max(threshold / 100 * e.base_ms, std::min(noise, cap));
     const double d = e.new_ms - e.base_ms;
     if (d > e.allowed_ms)
       e.verdict = Verdict::slower;
@@ -104,15 +114,18 @@ CompareEntry judge(const std::string& key, const std::string& kind, const Measur
       e.verdict = Verdict::unchanged;
     e.error = ffpa && e.verdict == Verdict::slower;
   }
+  if (b && n && b->checked && !n->checked && n->status == Status::ok)
+    warnings.push_back(key + " " + display_name(e.impl) +
+                       ": NEW was not checked for correctness (BASE was)");
   return e;
 }
 
 void compare_row(const std::string& key, const Row* b, const Row* n, double threshold, double k,
-                 std::vector<CompareEntry>& out) {
+                 CompareReport& rep) {
   const auto opt = [](const std::optional<Measurement>& m) { return m ? &*m : nullptr; };
   const Measurement* bf = b ? opt(b->ffpa) : nullptr;
   const Measurement* nf = n ? opt(n->ffpa) : nullptr;
-  if (bf || nf) out.push_back(judge(key, "ffpa", bf, nf, !n, threshold, k));
+  if (bf || nf) rep.entries.push_back(judge(key, "ffpa", bf, nf, !n, threshold, k, rep.warnings));
   std::vector<std::string> names;
   for (const Row* r : {b, n})
     if (r)
@@ -121,7 +134,7 @@ void compare_row(const std::string& key, const Row* b, const Row* n, double thre
   for (const auto& name : names) {
     const Measurement* bb = b ? find_baseline(*b, name) : nullptr;
     const Measurement* nb = n ? find_baseline(*n, name) : nullptr;
-    out.push_back(judge(key, "baseline", bb, nb, !n, threshold, k));
+    rep.entries.push_back(judge(key, "baseline", bb, nb, !n, threshold, k, rep.warnings));
   }
 }
 
@@ -156,13 +169,12 @@ CompareReport compare(const Results& base, const Results& now, double threshold_
     const std::string key = r.key();
     if (bidx.at(key) != &r) continue;
     const auto it = nidx.find(key);
-    compare_row(key, &r, it == nidx.end() ? nullptr : it->second, threshold_pct, noise_k,
-                rep.entries);
+    compare_row(key, &r, it == nidx.end() ? nullptr : it->second, threshold_pct, noise_k, rep);
   }
   for (const auto& r : now.rows) {
     const std::string key = r.key();
     if (nidx.at(key) != &r || bidx.count(key)) continue;
-    compare_row(key, nullptr, &r, threshold_pct, noise_k, rep.entries);
+    compare_row(key, nullptr, &r, threshold_pct, noise_k, rep);
   }
   return rep;
 }
@@ -171,10 +183,11 @@ std::string render_compare_markdown(const CompareReport& rep) {
   std::string out = "## Compare\n\n";
   out += "BASE: " + rep.base_desc + "  \nNEW: " + rep.new_desc + "\n\n";
   out += fmt::format(
-      "Rule: slower when new - base > max({}% of base, {} x (stdev base + stdev new)). Errors: "
+      "Rule: slower when new - base > max({}% of base, min({} x (stdev base + stdev new), {}% "
+      "of base)). Errors: "
       "FFPA slower, anything failing in NEW, a row or FFPA measurement gone or skipped; "
       "baselines' timing is informational.\n\n",
-      rep.threshold_pct, rep.noise_k);
+      rep.threshold_pct, rep.noise_k, kMaxNoisePct);
   for (const auto& w : rep.warnings) out += "Warning: " + w + "\n";
   if (!rep.warnings.empty()) out += "\n";
 

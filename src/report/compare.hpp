@@ -6,11 +6,16 @@
 // (a warning says so).
 //
 // Timing rule, with b / n the BASE / NEW medians and sb / sn their sample stdevs:
-//   allowed = max(threshold_pct/100 * b, noise_k * (sb + sn))
+//   allowed = max(threshold_pct/100 * b, min(noise_k * (sb + sn), kMaxNoisePct/100 * b))
 //   slower  iff n - b > allowed;  faster iff b - n > allowed;
 //   a change beyond the threshold but inside the noise band is "within noise" (clean).
 // Sample stdevs overstate the uncertainty of a median, so noise_k = 2 is conservative: a noisy
-// run cannot fail the comparison, it can only hide a regression, which its own stdev reports.
+// run cannot fail the comparison by its noise alone. The band is capped (a warning says when) so
+// that a very noisy run cannot hide a large regression either.
+//
+// The loader refuses files whose ok measurements lack a positive, finite median or a finite
+// stdev (exit 2); an entry without a usable NEW time fails all the same. A NEW measurement that
+// was not checked while BASE's was gets a warning.
 //
 // Errors (exit code kExitRegression):
 //   - the FFPA measurement got slower;
@@ -31,6 +36,7 @@
 namespace ffpa {
 
 constexpr int kExitRegression = 1;
+constexpr double kMaxNoisePct = 25;  // the widest noise band, percent of BASE
 
 enum class Verdict {
   unchanged,  // within the threshold

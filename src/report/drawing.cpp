@@ -1,126 +1,75 @@
 #include "report/drawing.hpp"
 
-#include <algorithm>
-#include <cstdlib>
+#include <cairo-svg.h>
+#include <cairo.h>
 
-#include <fmt/format.h>
+#include <cmath>
+#include <memory>
+
+#include "core/error.hpp"
 
 namespace ffpa {
 namespace {
 
-// The classic 5x7 LCD font for ASCII 32..126: five columns per glyph, bit 0 = top row; g j p q y
-// redrawn with a descender in an eighth row.
-constexpr uint8_t kFont[95][5] = {
-    {0x00, 0x00, 0x00, 0x00, 0x00}, {0x00, 0x00, 0x5F, 0x00, 0x00}, {0x00, 0x07, 0x00, 0x07, 0x00},
-    {0x14, 0x7F, 0x14, 0x7F, 0x14}, {0x24, 0x2A, 0x7F, 0x2A, 0x12}, {0x23, 0x13, 0x08, 0x64, 0x62},
-    {0x36, 0x49, 0x55, 0x22, 0x50}, {0x00, 0x05, 0x03, 0x00, 0x00}, {0x00, 0x1C, 0x22, 0x41, 0x00},
-    {0x00, 0x41, 0x22, 0x1C, 0x00}, {0x08, 0x2A, 0x1C, 0x2A, 0x08}, {0x08, 0x08, 0x3E, 0x08, 0x08},
-    {0x00, 0x50, 0x30, 0x00, 0x00}, {0x08, 0x08, 0x08, 0x08, 0x08}, {0x00, 0x60, 0x60, 0x00, 0x00},
-    {0x20, 0x10, 0x08, 0x04, 0x02}, {0x3E, 0x51, 0x49, 0x45, 0x3E}, {0x00, 0x42, 0x7F, 0x40, 0x00},
-    {0x42, 0x61, 0x51, 0x49, 0x46}, {0x21, 0x41, 0x45, 0x4B, 0x31}, {0x18, 0x14, 0x12, 0x7F, 0x10},
-    {0x27, 0x45, 0x45, 0x45, 0x39}, {0x3C, 0x4A, 0x49, 0x49, 0x30}, {0x01, 0x71, 0x09, 0x05, 0x03},
-    {0x36, 0x49, 0x49, 0x49, 0x36}, {0x06, 0x49, 0x49, 0x29, 0x1E}, {0x00, 0x36, 0x36, 0x00, 0x00},
-    {0x00, 0x56, 0x36, 0x00, 0x00}, {0x08, 0x14, 0x22, 0x41, 0x00}, {0x14, 0x14, 0x14, 0x14, 0x14},
-    {0x00, 0x41, 0x22, 0x14, 0x08}, {0x02, 0x01, 0x51, 0x09, 0x06}, {0x32, 0x49, 0x79, 0x41, 0x3E},
-    {0x7E, 0x11, 0x11, 0x11, 0x7E}, {0x7F, 0x49, 0x49, 0x49, 0x36}, {0x3E, 0x41, 0x41, 0x41, 0x22},
-    {0x7F, 0x41, 0x41, 0x22, 0x1C}, {0x7F, 0x49, 0x49, 0x49, 0x41}, {0x7F, 0x09, 0x09, 0x09, 0x01},
-    {0x3E, 0x41, 0x49, 0x49, 0x7A}, {0x7F, 0x08, 0x08, 0x08, 0x7F}, {0x00, 0x41, 0x7F, 0x41, 0x00},
-    {0x20, 0x40, 0x41, 0x3F, 0x01}, {0x7F, 0x08, 0x14, 0x22, 0x41}, {0x7F, 0x40, 0x40, 0x40, 0x40},
-    {0x7F, 0x02, 0x0C, 0x02, 0x7F}, {0x7F, 0x04, 0x08, 0x10, 0x7F}, {0x3E, 0x41, 0x41, 0x41, 0x3E},
-    {0x7F, 0x09, 0x09, 0x09, 0x06}, {0x3E, 0x41, 0x51, 0x21, 0x5E}, {0x7F, 0x09, 0x19, 0x29, 0x46},
-    {0x46, 0x49, 0x49, 0x49, 0x31}, {0x01, 0x01, 0x7F, 0x01, 0x01}, {0x3F, 0x40, 0x40, 0x40, 0x3F},
-    {0x1F, 0x20, 0x40, 0x20, 0x1F}, {0x3F, 0x40, 0x38, 0x40, 0x3F}, {0x63, 0x14, 0x08, 0x14, 0x63},
-    {0x07, 0x08, 0x70, 0x08, 0x07}, {0x61, 0x51, 0x49, 0x45, 0x43}, {0x00, 0x7F, 0x41, 0x41, 0x00},
-    {0x02, 0x04, 0x08, 0x10, 0x20}, {0x00, 0x41, 0x41, 0x7F, 0x00}, {0x04, 0x02, 0x01, 0x02, 0x04},
-    {0x40, 0x40, 0x40, 0x40, 0x40}, {0x00, 0x01, 0x02, 0x04, 0x00}, {0x20, 0x54, 0x54, 0x54, 0x78},
-    {0x7F, 0x48, 0x44, 0x44, 0x38}, {0x38, 0x44, 0x44, 0x44, 0x20}, {0x38, 0x44, 0x44, 0x48, 0x7F},
-    {0x38, 0x54, 0x54, 0x54, 0x18}, {0x08, 0x7E, 0x09, 0x01, 0x02}, {0x18, 0xA4, 0xA4, 0xA4, 0x7C},
-    {0x7F, 0x08, 0x04, 0x04, 0x78}, {0x00, 0x44, 0x7D, 0x40, 0x00}, {0x40, 0x80, 0x84, 0x7D, 0x00},
-    {0x7F, 0x10, 0x28, 0x44, 0x00}, {0x00, 0x41, 0x7F, 0x40, 0x00}, {0x7C, 0x04, 0x18, 0x04, 0x78},
-    {0x7C, 0x08, 0x04, 0x04, 0x78}, {0x38, 0x44, 0x44, 0x44, 0x38}, {0xFC, 0x24, 0x24, 0x24, 0x18},
-    {0x18, 0x24, 0x24, 0x24, 0xFC}, {0x7C, 0x08, 0x04, 0x04, 0x08}, {0x48, 0x54, 0x54, 0x54, 0x20},
-    {0x04, 0x3F, 0x44, 0x40, 0x20}, {0x3C, 0x40, 0x40, 0x20, 0x7C}, {0x1C, 0x20, 0x40, 0x20, 0x1C},
-    {0x3C, 0x40, 0x30, 0x40, 0x3C}, {0x44, 0x28, 0x10, 0x28, 0x44}, {0x1C, 0xA0, 0xA0, 0xA0, 0x7C},
-    {0x44, 0x64, 0x54, 0x4C, 0x44}, {0x00, 0x08, 0x36, 0x41, 0x00}, {0x00, 0x00, 0x7F, 0x00, 0x00},
-    {0x00, 0x41, 0x36, 0x08, 0x00}, {0x10, 0x08, 0x08, 0x10, 0x08},
-};
-constexpr int kAdvance = 6;  // 5 columns + 1 of spacing
-constexpr int kLine = 9;     // 7 rows, a descender row, 1 of spacing
+// Any sans-serif face fontconfig finds; 9 pixels a scale step keeps the charts' former layout.
+constexpr const char* kFont = "sans-serif";
+constexpr double kFontPx = 9.0;
+constexpr int kLine = 11;  // text box height a scale step: ascent, descent and spacing
 
-// One glyph index per character; UTF-8 sequences outside ASCII count as one '?'.
-std::vector<int> glyphs(const std::string& s) {
-  std::vector<int> g;
-  for (unsigned char c : s) {
-    if ((c & 0xC0) == 0x80) continue;  // continuation byte
-    g.push_back(c >= 32 && c < 127 ? c - 32 : '?' - 32);
-  }
-  return g;
+using Surface = std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)>;
+using Context = std::unique_ptr<cairo_t, decltype(&cairo_destroy)>;
+
+void check(cairo_status_t s, const char* what) {
+  if (s != CAIRO_STATUS_SUCCESS)
+    throw RunError(std::string("cairo: ") + what + ": " + cairo_status_to_string(s));
 }
 
-void fill(Image& img, int x, int y, int w, int h, uint32_t color) {
-  const int x0 = std::max(x, 0), y0 = std::max(y, 0);
-  const int x1 = std::min(x + w, img.width), y1 = std::min(y + h, img.height);
-  for (int yy = y0; yy < y1; ++yy)
-    for (int xx = x0; xx < x1; ++xx) img.set(xx, yy, color);
+void set_color(cairo_t* cr, uint32_t c) {
+  cairo_set_source_rgb(cr, ((c >> 16) & 255) / 255.0, ((c >> 8) & 255) / 255.0, (c & 255) / 255.0);
 }
 
-void draw_line(Image& img, int x0, int y0, int x1, int y1, uint32_t color) {
-  const int dx = std::abs(x1 - x0), dy = -std::abs(y1 - y0);
-  const int sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
-  int err = dx + dy;
-  for (;;) {
-    img.set(x0, y0, color);
-    if (x0 == x1 && y0 == y1) break;
-    const int e2 = 2 * err;
-    if (e2 >= dy) err += dy, x0 += sx;
-    if (e2 <= dx) err += dx, y0 += sy;
-  }
+void set_font(cairo_t* cr, int scale) {
+  cairo_select_font_face(cr, kFont, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr, kFontPx * scale);
 }
 
-void draw_text(Image& img, const Drawing::Item& t) {
-  const int s = t.scale;
-  const std::vector<int> g = glyphs(t.text);
-  for (size_t i = 0; i < g.size(); ++i)
-    for (int col = 0; col < 5; ++col)
-      for (int row = 0; row < 8; ++row) {
-        if (!((kFont[g[i]][col] >> row) & 1)) continue;
-        const int u = int(i) * kAdvance * s + col * s, v = row * s;  // along, across the text
-        if (t.vertical)
-          fill(img, t.x + v, t.y - u - s, s, s, t.color);
-        else
-          fill(img, t.x + u, t.y + v, s, s, t.color);
+void paint(cairo_t* cr, const Drawing& d) {
+  set_color(cr, d.background);
+  cairo_paint(cr);
+  cairo_set_line_width(cr, 1);
+  for (const auto& it : d.items) {
+    set_color(cr, it.color);
+    switch (it.kind) {
+      case Drawing::Kind::rect:
+        cairo_rectangle(cr, it.x, it.y, it.w, it.h);
+        cairo_fill(cr);
+        break;
+      case Drawing::Kind::line:
+        // Pixel centres: a 1-pixel stroke covers whole pixels.
+        cairo_move_to(cr, it.x + 0.5, it.y + 0.5);
+        cairo_line_to(cr, it.x + it.w + 0.5, it.y + it.h + 0.5);
+        cairo_stroke(cr);
+        break;
+      case Drawing::Kind::text: {
+        set_font(cr, it.scale);
+        cairo_font_extents_t fe;
+        cairo_font_extents(cr, &fe);
+        cairo_save(cr);
+        cairo_translate(cr, it.x, it.y);
+        if (it.vertical) cairo_rotate(cr, -M_PI / 2);
+        cairo_move_to(cr, 0, fe.ascent);
+        cairo_show_text(cr, it.text.c_str());
+        cairo_restore(cr);
+        break;
       }
-}
-
-std::string hex(uint32_t c) {
-  return fmt::format("#{:06x}", c & 0xFFFFFF);
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
     }
   }
-  return out;
+  check(cairo_status(cr), "drawing");
 }
 
-std::string id_attr(const std::string& id) {
-  return id.empty() ? "" : " id=\"" + xml_escape(id) + "\"";
+cairo_status_t append(void* out, const unsigned char* data, unsigned int length) {
+  static_cast<std::string*>(out)->append(reinterpret_cast<const char*>(data), length);
+  return CAIRO_STATUS_SUCCESS;
 }
 
 }  // namespace
@@ -153,66 +102,47 @@ const Drawing::Item* Drawing::find(const std::string& id) const {
 }
 
 int text_length(const std::string& s, int scale) {
-  const int n = int(glyphs(s).size());
-  return n == 0 ? 0 : (n * kAdvance - 1) * scale;
+  if (s.empty()) return 0;
+  const Surface surface(cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1, 1),
+                        cairo_surface_destroy);
+  const Context cr(cairo_create(surface.get()), cairo_destroy);
+  set_font(cr.get(), scale);
+  cairo_text_extents_t e;
+  cairo_text_extents(cr.get(), s.c_str(), &e);
+  return static_cast<int>(std::ceil(e.x_advance));
 }
+
 int text_height(int scale) {
   return kLine * scale;
 }
 
-Image rasterize(const Drawing& d) {
-  Image img(d.width, d.height, d.background);
-  for (const auto& it : d.items) {
-    switch (it.kind) {
-      case Drawing::Kind::rect:
-        fill(img, it.x, it.y, it.w, it.h, it.color);
-        break;
-      case Drawing::Kind::line:
-        draw_line(img, it.x, it.y, it.x + it.w, it.y + it.h, it.color);
-        break;
-      case Drawing::Kind::text:
-        draw_text(img, it);
-        break;
-    }
+std::string render_png(const Drawing& d) {
+  const Surface surface(cairo_image_surface_create(CAIRO_FORMAT_RGB24, d.width, d.height),
+                        cairo_surface_destroy);
+  check(cairo_surface_status(surface.get()), "image surface");
+  {
+    const Context cr(cairo_create(surface.get()), cairo_destroy);
+    paint(cr.get(), d);
   }
-  return img;
+  std::string png;
+  check(cairo_surface_write_to_png_stream(surface.get(), append, &png), "PNG encoding");
+  return png;
 }
 
-std::string to_svg(const Drawing& d) {
-  std::string out = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} "
-      "{1}\" font-family=\"monospace\">\n<rect width=\"{0}\" height=\"{1}\" fill=\"{2}\"/>\n",
-      d.width, d.height, hex(d.background));
-  for (const auto& it : d.items) {
-    switch (it.kind) {
-      case Drawing::Kind::rect:
-        out += fmt::format("<rect{} x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/>\n",
-                           id_attr(it.id), it.x, it.y, it.w, it.h, hex(it.color));
-        break;
-      case Drawing::Kind::line:
-        // Pixel centres, so a 1-unit stroke covers the same pixels as the raster line.
-        out += fmt::format(
-            "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"1\"/>\n",
-            it.x + 0.5, it.y + 0.5, it.x + it.w + 0.5, it.y + it.h + 0.5, hex(it.color));
-        break;
-      case Drawing::Kind::text: {
-        // A 10-unit monospace font advances about 6 units a character, like the bitmap font;
-        // the baseline sits under the 7 rows of a glyph.
-        const int size = 10 * it.scale, base = 7 * it.scale;
-        const std::string body = xml_escape(it.text);
-        if (it.vertical)
-          out += fmt::format(
-              "<text{} transform=\"translate({},{}) rotate(-90)\" x=\"0\" y=\"{}\" "
-              "font-size=\"{}\" fill=\"{}\">{}</text>\n",
-              id_attr(it.id), it.x, it.y, base, size, hex(it.color), body);
-        else
-          out += fmt::format("<text{} x=\"{}\" y=\"{}\" font-size=\"{}\" fill=\"{}\">{}</text>\n",
-                             id_attr(it.id), it.x, it.y + base, size, hex(it.color), body);
-        break;
-      }
+std::string render_svg(const Drawing& d) {
+  std::string svg;
+  {
+    const Surface surface(cairo_svg_surface_create_for_stream(append, &svg, d.width, d.height),
+                          cairo_surface_destroy);
+    check(cairo_surface_status(surface.get()), "SVG surface");
+    {
+      const Context cr(cairo_create(surface.get()), cairo_destroy);
+      paint(cr.get(), d);
     }
+    cairo_surface_finish(surface.get());  // the SVG is complete only here
+    check(cairo_surface_status(surface.get()), "SVG output");
   }
-  return out + "</svg>\n";
+  return svg;
 }
 
 }  // namespace ffpa

@@ -1,12 +1,11 @@
-// A tiny vector drawing (rectangles, lines, text) rendered two ways: rasterized with a built-in
-// 5x7 bitmap font (for PNG) and written as SVG, so both chart files show the same picture.
+// A small vector drawing (rectangles, lines, text) laid out by the charts and rendered by Cairo
+// (Debian libcairo2) as PNG and as SVG, with the system's sans-serif font through fontconfig, so
+// both chart files show the same picture. Items keep ids, so tests can find what was drawn where.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include "report/png.hpp"
 
 namespace ffpa {
 
@@ -16,10 +15,10 @@ struct Drawing {
     Kind kind = Kind::rect;
     int x = 0, y = 0, w = 0, h = 0;  // rect: box; line: from (x, y) to (x + w, y + h)
     uint32_t color = 0;              // 0xRRGGBB
-    std::string text;                // text: ASCII; other characters draw as '?'
-    int scale = 1;                   // text: pixel size of one font dot
+    std::string text;                // text: UTF-8
+    int scale = 1;                   // text: size, in multiples of the base size
     bool vertical = false;           // text: reads bottom to top; (x, y) is the box's bottom-left
-    std::string id;                  // names an item for tests and the SVG's id attribute
+    std::string id;                  // names an item for tests
   };
   int width = 0, height = 0;
   uint32_t background = 0xFFFFFF;
@@ -33,11 +32,12 @@ struct Drawing {
   const Item* find(const std::string& id) const;
 };
 
-// Text box size in pixels along the text, and across it (9 * scale).
+// Text box size in pixels along the text (measured with the renderer's font) and across it.
 int text_length(const std::string&, int scale = 1);
 int text_height(int scale = 1);
 
-Image rasterize(const Drawing&);
-std::string to_svg(const Drawing&);
+// The drawing as PNG bytes (RGB) and as an SVG document. Throw RunError when Cairo fails.
+std::string render_png(const Drawing&);
+std::string render_svg(const Drawing&);
 
 }  // namespace ffpa

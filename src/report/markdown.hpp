@@ -18,8 +18,8 @@
 
 #include <string>
 
-#include "cli/options.hpp"
 #include "core/results.hpp"
+#include "report/options.hpp"
 
 namespace ffpa {
 

@@ -1,17 +1,12 @@
 #include "report/results_json.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
+#include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
+#include "core/json_strict.hpp"
 
 namespace ffpa {
 namespace {
@@ -116,7 +111,14 @@ class Reader {
  public:
   Reader(const json& obj, std::string ptr, const std::string& file)
       : obj_(obj), ptr_(std::move(ptr)), file_(file) {
-    if (!obj_.is_object()) fail(ptr_.empty() ? "/" : ptr_, "expected an object");
+    if (!obj_.is_object()) fail(shown(ptr_), "expected an object");
+  }
+
+  // A key this schema does not have is a typo or a file from another tool: refused, not ignored.
+  void only(std::initializer_list<const char*> keys) const {
+    for (const auto& [key, value] : obj_.items())
+      if (std::none_of(keys.begin(), keys.end(), [&](const char* k) { return key == k; }))
+        fail(path(key), "unknown key");
   }
 
   [[noreturn]] void fail(const std::string& ptr, const std::string& why) const {
@@ -149,6 +151,9 @@ class Reader {
   }
   int64_t i64(const std::string& key) const {
     const json& v = at(key);
+    // The parser stores integers beyond 64 bits as doubles.
+    if (v.is_number_float() && std::abs(v.get<double>()) >= 0x1p63)
+      fail(path(key), "integer out of range");
     if (!v.is_number_integer()) fail(path(key), "expected an integer");
     if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
       fail(path(key), "integer out of range");
@@ -197,6 +202,8 @@ Knobs knobs_from(const Reader& r, const std::string& key) {
 }
 
 TimingStats timing_from(const Reader& r) {
+  r.only({"median_ms", "mean_ms", "min_ms", "max_ms", "stdev_ms", "samples", "total_gpu_s",
+          "timed_out", "sm_clock_mhz", "throttled_samples"});
   TimingStats t;
   t.median_ms = r.dbl("median_ms");
   t.mean_ms = r.dbl("mean_ms");
@@ -212,6 +219,7 @@ TimingStats timing_from(const Reader& r) {
 }
 
 TensorCheck check_from(const Reader& r) {
+  r.only({"tensor", "max_abs", "rel_rms", "bound", "nonfinite", "pass", "note"});
   TensorCheck c;
   c.tensor = r.str("tensor");
   c.max_abs = r.dbl("max_abs");
@@ -220,10 +228,33 @@ TensorCheck check_from(const Reader& r) {
   c.nonfinite = r.i64("nonfinite");
   c.pass = r.boolean("pass");
   if (r.has("note")) c.note = r.str("note");
+  if (c.nonfinite < 0) r.fail(r.path("nonfinite"), "negative count " + std::to_string(c.nonfinite));
+  // A pass is only believable with finite errors; NaN/Inf fails a check.
+  if (c.pass && c.nonfinite > 0)
+    r.fail(r.path("pass"), "true with " + std::to_string(c.nonfinite) + " non-finite values");
+  if (c.pass && (!std::isfinite(c.max_abs) || !std::isfinite(c.rel_rms)))
+    r.fail(r.path("pass"), "true with a non-finite error");
   return c;
 }
 
+// What compare and report divide by and rank: an ok measurement without a positive, finite median
+// and a finite, non-negative spread is a broken timer, not a fast kernel.
+void check_timing(const Reader& r, const TimingStats& t) {
+  const Reader tr = r.object("timing");
+  if (!std::isfinite(t.median_ms) || t.median_ms <= 0)
+    tr.fail(tr.path("median_ms"), "an ok measurement needs a positive, finite median");
+  for (const auto& [key, v] : {std::pair<const char*, double>{"mean_ms", t.mean_ms},
+                               {"min_ms", t.min_ms},
+                               {"max_ms", t.max_ms},
+                               {"stdev_ms", t.stdev_ms}})
+    if (!std::isfinite(v) || v < 0)
+      tr.fail(tr.path(key), "an ok measurement needs a finite, non-negative value");
+  if (t.samples < 1) tr.fail(tr.path("samples"), "an ok measurement needs at least one sample");
+}
+
 Measurement measurement_from(const Reader& r) {
+  r.only({"impl", "kind", "status", "reason", "config", "config_source", "trials", "timing",
+          "tflops", "peak_mem_bytes", "extra_mem_bytes", "includes", "checked", "checks"});
   Measurement m;
   m.impl = r.str("impl");
   m.kind = r.str("kind");
@@ -237,10 +268,13 @@ Measurement measurement_from(const Reader& r) {
     const json& trials = r.array("trials");
     for (size_t i = 0; i < trials.size(); ++i) {
       const Reader t(trials[i], r.path("trials/" + std::to_string(i)), r.file());
+      t.only({"config", "median_ms", "reason"});
       m.trials.push_back({knobs_from(t, "config"), t.dbl("median_ms"), t.str("reason")});
     }
   }
   m.timing = timing_from(r.object("timing"));
+  if (m.status == Status::ok) check_timing(r, m.timing);
+  if (m.timing.samples < 0) r.fail(r.path("timing/samples"), "negative count");
   m.tflops = r.dbl("tflops");
   m.peak_mem_bytes = r.i64("peak_mem_bytes");
   m.extra_mem_bytes = r.i64("extra_mem_bytes");
@@ -254,11 +288,14 @@ Measurement measurement_from(const Reader& r) {
 }
 
 Row row_from(const Reader& r) {
+  r.only({"case", "pass", "dtype", "shape", "causal", "mask", "mask_dtype", "dropout", "flops",
+          "ffpa", "ffpa_others", "baselines"});
   Row row;
   row.case_name = r.str("case");
   row.pass = r.enumeration("pass", parse_pass);
   row.dtype = r.enumeration("dtype", parse_dtype);
   const Reader s = r.object("shape");
+  s.only({"B", "Hq", "Hkv", "Nq", "Nkv", "D"});
   row.shape = {s.i64("B"), s.i64("Hq"), s.i64("Hkv"), s.i64("Nq"), s.i64("Nkv"), s.i64("D")};
   row.causal = r.enumeration("causal", parse_causal);
   row.mask = r.enumeration("mask", parse_mask_kind);
@@ -281,6 +318,9 @@ Row row_from(const Reader& r) {
 }
 
 Environment env_from(const Reader& r) {
+  r.only({"gpu", "arch", "sm_count", "sm_clock_mhz", "memory_clock_mhz", "l2_bytes", "memory_bytes",
+          "driver", "cuda_runtime", "cudnn", "git_commit", "build_flags", "command_line",
+          "started_at", "host"});
   Environment e;
   e.gpu = r.str("gpu");
   e.arch = r.str("arch");
@@ -298,10 +338,6 @@ Environment env_from(const Reader& r) {
   e.started_at = r.str("started_at");
   e.host = r.str("host");
   return e;
-}
-
-std::string errno_text() {
-  return std::strerror(errno);
 }
 
 }  // namespace
@@ -327,6 +363,7 @@ Results results_from_json(const nlohmann::json& j, const std::string& file) {
     r.fail("/schema_version", "unsupported schema_version " + std::to_string(res.schema_version) +
                                   " (this build reads " + std::to_string(kResultsSchemaVersion) +
                                   ")");
+  r.only({"schema_version", "tool_version", "complete", "timing_mode", "env", "rows"});
   res.tool_version = r.str("tool_version");
   res.complete = r.boolean("complete");
   res.timing_mode = r.str("timing_mode");
@@ -337,65 +374,13 @@ Results results_from_json(const nlohmann::json& j, const std::string& file) {
   return res;
 }
 
-Results load_results(const std::filesystem::path& path) {
-  const std::string file = path.string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(file, "/", "cannot open: " + errno_text());
-  std::ostringstream text;
-  text << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw InputError(file, "/", std::string("not valid JSON: ") + e.what());
-  }
-  return results_from_json(j, file);
+Results parse_results(const std::string& text, const std::string& file) {
+  // The strict parser refuses duplicate keys (a second "median_ms" must not win silently).
+  return results_from_json(parse_json_strict(text, file), file);
 }
 
-void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
-  namespace fs = std::filesystem;
-  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw RunError("cannot create " + dir.string() + ": " + ec.message());
-
-  // pid + counter keep concurrent writers (threads or processes) off each other's temp file.
-  static std::atomic<unsigned> counter{0};
-  const fs::path tmp = dir / ("." + path.filename().string() + ".tmp." + std::to_string(getpid()) +
-                              "." + std::to_string(counter++));
-  const auto fail = [&](const std::string& what) {
-    const std::string why = errno_text();
-    fs::remove(tmp, ec);
-    throw RunError(what + ": " + why);
-  };
-
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("cannot create " + tmp.string());
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      fail("cannot write " + tmp.string());
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    fail("cannot fsync " + tmp.string());
-  }
-  if (::close(fd) != 0) fail("cannot close " + tmp.string());
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    fail("cannot rename " + tmp.string() + " to " + path.string());
-  // The rename is durable only once the directory entry is.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+Results load_results(const std::filesystem::path& path) {
+  return parse_results(read_input_file(path), path.string());
 }
 
 void write_results_atomic(const std::filesystem::path& path, const Results& res) {

@@ -3,7 +3,9 @@
 // Schema (schema_version 1): {"schema_version", "tool_version", "complete", "timing_mode",
 // "env": {...}, "rows": [{"case", "pass", "dtype", "shape": {B,Hq,Hkv,Nq,Nkv,D}, "causal",
 // "mask", "mask_dtype", "dropout", "flops", "ffpa": Measurement | null, "baselines": [...]}]}.
-// Every field is written and every field is required on reading; unknown keys are ignored.
+// Every field is written and every field is required on reading (trials and ffpa_others may be
+// absent in older files); unknown and duplicate keys are refused, and so is an ok measurement
+// without a positive, finite median and finite spread, or a check that passes with NaN/Inf.
 // Knobs are written as [[name, value], ...] to keep their order. Doubles round-trip exactly;
 // NaN and infinities (possible in error figures) are written as the strings "nan", "inf", "-inf".
 #pragma once
@@ -22,13 +24,13 @@ nlohmann::json to_json(const Results&);
 // Throws InputError(file, JSON pointer, reason) on a missing or mistyped field, an unknown enum
 // spelling or a schema_version this build does not read.
 Results results_from_json(const nlohmann::json&, const std::string& file);
-// Reads and parses a results file; InputError names the file on any failure.
+// Parses a results file's text; InputError names `file`, the line and column or JSON pointer.
+Results parse_results(const std::string& text, const std::string& file);
+// Reads (at most kMaxInputBytes) and parses a results file; InputError names the file on any
+// failure.
 Results load_results(const std::filesystem::path&);
 
-// Writes to a temporary file in the same directory, fsyncs it, renames it over `path` and fsyncs
-// the directory: readers (and an interrupted sweep) see the old or the new file, never half of one.
-// Creates missing parent directories. Throws RunError on a file system failure.
-void write_file_atomic(const std::filesystem::path&, std::string_view bytes);
+// The results' JSON, written with write_file_atomic (core/files.hpp).
 void write_results_atomic(const std::filesystem::path&, const Results&);
 
 }  // namespace ffpa

@@ -4,31 +4,28 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
-#include <ctime>
 #include <limits>
 #include <thread>
 
 #include "core/build_info.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
+#include "core/interrupt.hpp"
 #include "core/paths.hpp"
 #include "gpu/nvrtc.hpp"
+#include "gpu/nvtx.hpp"
 #include "reference/reference.hpp"
 #include "runner/save_tensors.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 #include "timing/timer.hpp"
 #include "tuning/cache.hpp"
 #include "tuning/grid.hpp"
-#include "variants/registry.hpp"
+#include "tuning/mode.hpp"
 
 namespace ffpa {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // A CUDA error that leaves the context unusable ends the sweep: later rows would only report it
 // again. Returns the error text, or empty if the device is still healthy.
@@ -89,21 +86,21 @@ Row make_row(const PlanItem& item) {
 
 class Executor {
  public:
-  Executor(const Options& opts, const gpu::DeviceInfo& dev, RunObserver& obs)
+  Executor(const RunSettings& opts, const gpu::DeviceInfo& dev, RunObserver& obs)
       : opts_(opts),
         dev_(dev),
         obs_(obs),
         timer_(dev, opts.timing),
-        tune_timer_(dev, tuning_timing(opts.timing)),
-        cache_(TuningCache::load(opts.tuning_cache.empty() ? default_tuning_cache_path()
-                                                           : opts.tuning_cache)) {
+        tune_timer_(dev, search_timing(opts.timing)),
+        cache_(TuningCache::load(opts.tuning_cache)) {
     if (!cache_.warning().empty()) obs_.on_log(0, cache_.warning());
   }
 
   Row run_item(const PlanItem& item, const std::vector<Variant*>& variants,
                const std::vector<Baseline*>& baselines) {
+    const gpu::Range range(item_name(item));
     Row row = make_row(item);
-    save_pending_ = !opts_.save_tensors.empty();
+    inputs_saved_ = false;
     std::unique_ptr<AttnTensors> tensors;
     std::unique_ptr<Reference> ref;
     try {
@@ -144,14 +141,12 @@ class Executor {
     return row;
   }
 
-  void save_cache() { cache_.save(); }
-
   // Compiles the plan's configurations in parallel before the first row, when there is a cubin
   // cache for bind() to read them from.
   void warm_up(const Plan& plan, const std::vector<Variant*>& variants) {
     if (nvrtc::cache_dir().empty()) return;
     const int threads = compiler_threads(opts_.jobs);
-    const auto t0 = Clock::now();
+    const auto t0 = std::chrono::steady_clock::now();
     const auto done = precompile(plan, variants, opts_.tune, cache_, dev_, threads);
     if (done.empty()) return;
     int refused = 0;
@@ -163,16 +158,6 @@ class Executor {
   }
 
  private:
-  static TimingOptions tuning_timing(TimingOptions t) {
-    // Grid points are ranked with a short measurement; the winner is re-timed in full.
-    t.min_samples = 3;
-    t.min_time = 0.05;
-    t.max_noise = 2.0;
-    t.timeout = std::min(t.timeout, 3.0);
-    t.warmup = 1;
-    return t;
-  }
-
   static bool better(const Measurement& a, const Measurement& b) {
     if (a.status != Status::ok) return false;
     if (b.status != Status::ok) return true;
@@ -205,33 +190,60 @@ class Executor {
     if (opts_.verbose >= level) obs_.on_log(level, msg);
   }
 
-  // One untimed launch into poisoned outputs is checked against the reference (and saved for
-  // --save-tensors, the first implementation of the row: FFPA when there is one); then timing.
+  // One untimed launch into poisoned outputs is checked against the reference, or scanned for
+  // NaN/Inf under --no-check (and, for --save-tensors, each FFPA variant's outputs are saved under
+  // its own name); then timing.
   void check_and_time(Op& op, const PlanItem& item, AttnTensors& t, const Reference* ref,
                       Measurement& m) {
     const cudaStream_t s = timer_.stream();
+    const std::string launch_name =
+        m.impl + (m.config.empty() ? "" : " [" + to_string(m.config) + "]");
+    const auto launch = [&](cudaStream_t st) {
+      const gpu::Range range(launch_name);
+      op.launch(st);
+    };
+    if (opts_.profile) {
+      // One launch, nothing around it: the profiler's capture of this row is exactly this.
+      m.timing = timer_.once(launch);
+      finish(op, item, m, nullptr);
+      return;
+    }
     poison_outputs(t, item.pass, s);
     op.launch(s);
     gpu::check_launch(m.impl.c_str());
     FFPA_CUDA(cudaStreamSynchronize(s));
-    if (ref) {
-      m.checks = check_outputs(t, *ref, item.pass);
-      exempt(op.unchecked(), m.checks);
-      m.checked = true;
+    m.checks = ref ? check_outputs(t, *ref, item.pass) : scan_outputs(t, item.pass);
+    exempt(op.unchecked(), m.checks);
+    m.checked = ref != nullptr;
+    if (!opts_.save_tensors.empty() && m.kind == "ffpa") {
+      log(0, "saved " + m.impl + "'s tensors to " +
+                 save_tensors(opts_.save_tensors, t, item.pass, m.impl, !inputs_saved_));
+      inputs_saved_ = true;
     }
-    if (save_pending_) {
-      log(0, "saved tensors to " + save_tensors(opts_.save_tensors, t, item.pass, m.impl));
-      save_pending_ = false;
-    }
-    m.timing = timer_.measure([&](cudaStream_t st) { op.launch(st); });
+    m.timing = timer_.measure(launch);
+    finish(op, item, m, ref);
+  }
+
+  static void finish(const Op& op, const PlanItem& item, Measurement& m, const Reference* ref) {
     m.tflops = item.flops / (m.timing.median_ms * 1e9);
     m.extra_mem_bytes = op.extra_bytes();
     m.includes = op.includes();
-    m.status = (!ref || m.correct()) ? Status::ok : Status::failed;
-    if (m.status == Status::failed) m.reason = "correctness check failed";
+    const bool finite = std::all_of(m.checks.begin(), m.checks.end(),
+                                    [](const TensorCheck& c) { return c.nonfinite == 0; });
+    m.status = Status::failed;
+    if (ref && !m.correct())
+      m.reason = "correctness check failed";
+    else if (!finite)
+      m.reason = "non-finite outputs (NaN/Inf)";
+    else if (!std::isfinite(m.timing.median_ms) || m.timing.median_ms <= 0)
+      m.reason = "the timer returned no valid median";
+    else
+      m.status = Status::ok;
   }
 
   Measurement run_variant(Variant& v, const PlanItem& item, AttnTensors& t, const Reference* ref) {
+    const gpu::Range range(v.name());
+    check_interrupted();
     Measurement m;
     m.impl = v.name();
     m.kind = "ffpa";
@@ -258,12 +270,14 @@ class Executor {
       if (search) m.trials.push_back({k, 0, why});
     };
     for (const Knobs& k : candidates) {
+      check_interrupted();  // abandons the row; what earlier searches stored is on disk
       if (Support fit = v.supports(p, k, dev_); !fit.ok()) {
         reject(k, fit.reason);
         continue;
       }
+      const gpu::Range config_range(v.name() + " [" + to_string(k) + "]");
       try {
-        auto op = v.bind(p, k, t);
+        auto op = v.bind(p, k, t, dev_);
         if (!search) {
           best_op = std::move(op);
           best_knobs = k;
@@ -280,7 +294,8 @@ class Executor {
       } catch (const Unsupported& e) {
         reject(k, e.what());
       } catch (const RunError& e) {
-        if (auto err = sticky_error(); !err.empty()) throw RunError(v.name() + ": " + e.what());
+        if (auto err = sticky_error(); !err.empty())
+          throw RunError(v.name() + " [" + to_string(k) + "]: " + e.what());
         reject(k, std::string("failed: ") + e.what());
       }
     }
@@ -294,16 +309,27 @@ class Executor {
     } catch (const RunError& e) {
       m.status = Status::failed;
       m.reason = e.what();
-      if (auto err = sticky_error(); !err.empty()) throw RunError(v.name() + ": " + err);
+      if (auto err = sticky_error(); !err.empty())
+        throw RunError(v.name() + " [" + to_string(best_knobs) + "]: " + err);
     }
     m.peak_mem_bytes = mem.peak();
-    if (opts_.tune != TuneMode::none && m.status == Status::ok)
+    if (opts_.tune != TuneMode::none && m.status == Status::ok) {
+      // Saved after every search: a sweep that is killed keeps what it found.
       cache_.store(key, best_knobs, m.timing.median_ms);
+      try {
+        if (const std::string note = cache_.save(); !note.empty()) log(0, note);
+      } catch (const RunError& e) {
+        // The row stands; the entry stays pending and the next search's save retries it.
+        log(0, std::string("tuning cache not saved: ") + e.what());
+      }
+    }
     return m;
   }
 
   Measurement run_baseline(Baseline& b, const PlanItem& item, AttnTensors& t,
                            const Reference* ref) {
+    const gpu::Range range(b.name());
+    check_interrupted();
     Measurement m;
     m.impl = b.name();
     m.kind = "baseline";
@@ -336,21 +362,14 @@ class Executor {
     return m;
   }
 
-  const Options& opts_;
+  const RunSettings& opts_;
   const gpu::DeviceInfo& dev_;
   RunObserver& obs_;
   Timer timer_;
   Timer tune_timer_;
   TuningCache cache_;
-  bool save_pending_ = false;
+  bool inputs_saved_ = false;  // --save-tensors: the row's inputs are written once
 };
-
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 std::string version_string(int v) {
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
@@ -369,6 +388,13 @@ void exempt(const std::vector<Op::Unchecked>& unchecked, std::vector<TensorCheck
     }
 }
 
+Grid variant_grid(const Variant& v) {
+  Grid grid = load_variant_grid(v.name(), grids_dir());
+  if (Support same = check_grid_matches(grid, v.knob_names()); !same.ok())
+    throw InputError(grid.file, "/knobs", same.reason);
+  return grid;
+}
+
 Candidates candidates(const Variant& v, const Problem& p, Pass pass, TuneMode tune,
                       const TuningCache& cache, const gpu::DeviceInfo& dev) {
   if (tune == TuneMode::none) {
@@ -376,9 +402,7 @@ Candidates candidates(const Variant& v, const Problem& p, Pass pass, TuneMode tu
       return {{hit->knobs}, "cache"};
     return {{v.default_knobs(p)}, "default"};
   }
-  const Grid grid = load_variant_grid(v.name(), grids_dir());
-  if (Support same = check_grid_matches(grid, v.knob_names()); !same.ok())
-    throw InputError(grid.file, "/knobs", same.reason);
+  const Grid grid = variant_grid(v);
   // The default configuration always competes: a grid whose points all refuse a shape (panels
   // that do not divide D=320's three) must not leave the row without a configuration, and a tuned
   // row is never slower than the untuned one.
@@ -404,17 +428,26 @@ std::vector<CompileOutcome> precompile(const Plan& plan, const std::vector<Varia
     const PlanItem& item = plan.items[i];
     for (Variant* v : variants) {
       if (v->pass() != item.pass || !v->supports(item.problem).ok()) continue;
-      const Candidates c = candidates(*v, item.problem, item.pass, tune, cache, dev);
-      for (const Knobs& k : c.knobs)
-        if (v->supports(item.problem, k, dev).ok())
-          jobs.push_back({v, {v->name(), static_cast<int>(i), k, c.source, {}, 0}});
+      Candidates c = candidates(*v, item.problem, item.pass, tune, cache, dev);
+      std::vector<std::string> sources(c.knobs.size(), c.source);
+      // A stand-in device (--compile-only) matches no cache entry by name and driver: compile
+      // what any GPU of its arch stored, which a later run there will load.
+      if (tune == TuneMode::none && dev.driver_version == 0)
+        for (Knobs& k : cache.for_arch(make_cache_key(dev, v->name(), item.problem, item.pass)))
+          if (std::find(c.knobs.begin(), c.knobs.end(), k) == c.knobs.end()) {
+            c.knobs.push_back(std::move(k));
+            sources.push_back("cache");
+          }
+      for (size_t n = 0; n < c.knobs.size(); ++n)
+        if (v->supports(item.problem, c.knobs[n], dev).ok())
+          jobs.push_back({v, {v->name(), static_cast<int>(i), c.knobs[n], sources[n], {}, 0}});
     }
   }
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t j; (j = next++) < jobs.size();) {
+    for (size_t j; !interrupted() && (j = next++) < jobs.size();) {
       CompileOutcome& out = jobs[j].out;
-      const auto t0 = Clock::now();
+      const auto t0 = std::chrono::steady_clock::now();
       try {
         out.result = jobs[j].variant->compile(plan.items[out.item].problem, out.knobs, dev);
       } catch (const std::exception& e) {
@@ -429,47 +462,13 @@ std::vector<CompileOutcome> precompile(const Plan& plan, const std::vector<Varia
   work();
   for (auto& t : pool) t.join();
   std::vector<CompileOutcome> out;
-  for (auto& j : jobs) out.push_back(std::move(j.out));
-  return out;
-}
-
-Registry Registry::make() {
-  return {make_variants(), make_baselines()};
-}
-
-std::vector<Baseline*> selected_baselines(const Registry& reg, BaselineMode mode) {
-  std::vector<Baseline*> out;
-  for (const auto& b : reg.baselines) {
-    const bool take = mode == BaselineMode::best || mode == BaselineMode::all ||
-                      (mode == BaselineMode::cudnn && b->name() == "cudnn") ||
-                      (mode == BaselineMode::unfused && b->name() == "unfused");
-    if (take) out.push_back(b.get());
-  }
-  return out;
-}
-
-std::vector<Variant*> selected_variants(const Registry& reg,
-                                        const std::vector<std::string>& names) {
-  std::vector<Variant*> out;
-  for (const auto& v : reg.variants)
-    if (names.empty() || std::find(names.begin(), names.end(), v->name()) != names.end())
-      out.push_back(v.get());
-  for (const auto& n : names) {
-    const bool known = std::any_of(reg.variants.begin(), reg.variants.end(),
-                                   [&](const auto& v) { return v->name() == n; });
-    if (!known) {
-      std::string valid;
-      for (const auto& v : reg.variants) valid += (valid.empty() ? "" : ", ") + v->name();
-      throw InputError(
-          "command line", "--variant",
-          "unknown variant '" + n + "' (registered: " + (valid.empty() ? "none" : valid) + ")");
-    }
-  }
+  for (size_t j = 0; j < std::min(next.load(), jobs.size()); ++j)
+    out.push_back(std::move(jobs[j].out));
   return out;
 }
 
 Environment describe_environment(const gpu::DeviceInfo& dev, const Registry& reg,
-                                 const Options& opts) {
+                                 const std::string& command_line) {
   Environment env;
   env.gpu = dev.name;
   env.arch = dev.arch();
@@ -487,28 +486,28 @@ Environment describe_environment(const gpu::DeviceInfo& dev, const Registry& reg
     if (b->name() == "cudnn" && !b->version().empty()) env.cudnn = b->version();
   env.git_commit = build_commit();
   env.build_flags = build_flags();
-  env.command_line = opts.command_line;
+  env.command_line = command_line;
   env.started_at = utc_now();
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) env.host = host;
   return env;
 }
 
-Results run_plan(const Plan& plan, const Options& opts, const gpu::DeviceInfo& dev, Registry& reg,
-                 RunObserver& obs) {
+Results run_plan(const Plan& plan, const gpu::DeviceInfo& dev, Registry& reg, RunObserver& obs) {
+  const RunSettings& opts = plan.settings;
   Results results;
   results.tool_version = tool_version();
-  results.env = describe_environment(dev, reg, opts);
-  results.timing_mode = opts.timing.cold ? "cold" : "hot";
+  results.env = describe_environment(dev, reg, opts.command_line);
+  results.timing_mode = opts.profile ? "profile" : opts.timing.cold ? "cold" : "hot";
   const auto variants = selected_variants(reg, opts.variants);
   const auto baselines = selected_baselines(reg, opts.baseline);
 
   Executor exec(opts, dev, obs);
   exec.warm_up(plan, variants);
-  const auto t0 = Clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
   const int total = static_cast<int>(plan.items.size());
   std::string lost;  // set once the CUDA context is unusable
-  for (int i = 0; i < total; ++i) {
+  for (int i = 0; i < total && !interrupted(); ++i) {
     const PlanItem& item = plan.items[i];
     const double elapsed = seconds_since(t0);
     const double eta = i == 0 ? -1.0 : elapsed / i * (total - i);
@@ -522,6 +521,8 @@ Results run_plan(const Plan& plan, const Options& opts, const gpu::DeviceInfo& d
     } else {
       try {
         row = exec.run_item(item, variants, baselines);
+      } catch (const Interrupted&) {
+        break;  // the row is abandoned; the finished ones are already written
       } catch (const RunError& e) {
         lost = std::string("CUDA context lost: ") + e.what();
         row = make_row(item);
@@ -535,8 +536,7 @@ Results run_plan(const Plan& plan, const Options& opts, const gpu::DeviceInfo& d
     results.rows.push_back(std::move(row));
     obs.on_row(results);
   }
-  exec.save_cache();
-  results.complete = true;
+  results.complete = !interrupted();
   return results;
 }
 

@@ -7,11 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.hpp"
 #include "core/results.hpp"
 #include "gpu/cuda.hpp"
 #include "plan/plan.hpp"
+#include "runner/registry.hpp"
 #include "tuning/cache.hpp"
+#include "tuning/grid.hpp"
 #include "variants/op.hpp"
 
 namespace ffpa {
@@ -27,19 +28,9 @@ class RunObserver {
   virtual void on_log(int level, const std::string& message) {}
 };
 
-struct Registry {
-  std::vector<std::unique_ptr<Variant>> variants;
-  std::vector<std::unique_ptr<Baseline>> baselines;
-  static Registry make();  // every registered variant and baseline
-};
-
-// Baselines that run for a mode ("best" and "all" run all of them).
-std::vector<Baseline*> selected_baselines(const Registry&, BaselineMode);
-// Variants selected by --variant (all when empty); throws InputError for an unknown name.
-std::vector<Variant*> selected_variants(const Registry&, const std::vector<std::string>& names);
-
 // Environment of this process: GPU, clocks, driver, runtime, cuDNN loaded, build, command line.
-Environment describe_environment(const gpu::DeviceInfo&, const Registry&, const Options&);
+Environment describe_environment(const gpu::DeviceInfo&, const Registry&,
+                                 const std::string& command_line);
 
 // Outputs an op declares incomparable keep only the NaN/Inf scan (when written), with the reason.
 void exempt(const std::vector<Op::Unchecked>&, std::vector<TensorCheck>&);
@@ -53,6 +44,9 @@ struct Candidates {
 };
 Candidates candidates(const Variant&, const Problem&, Pass, TuneMode, const TuningCache&,
                       const gpu::DeviceInfo&);
+
+// The grid of a variant for --tune, checked against its knobs; throws InputError naming the file.
+Grid variant_grid(const Variant&);
 
 // One configuration compiled ahead of a run.
 struct CompileOutcome {
@@ -69,10 +63,12 @@ int compiler_threads(int jobs);
 
 // Compiles every configuration a run of the plan would bind on this device (those supports()
 // accepts) on `threads` threads, so that the run's bind() calls read the cubin cache. Needs no
-// GPU: the device may come from gpu::known_device().
+// GPU: the device may come from gpu::known_device(). After SIGINT/SIGTERM no new compile starts:
+// the outcomes are those finished.
 std::vector<CompileOutcome> precompile(const Plan&, const std::vector<Variant*>&, TuneMode,
                                        const TuningCache&, const gpu::DeviceInfo&, int threads);
 
-Results run_plan(const Plan&, const Options&, const gpu::DeviceInfo&, Registry&, RunObserver&);
+// Runs every item of the plan with the plan's settings.
+Results run_plan(const Plan&, const gpu::DeviceInfo&, Registry&, RunObserver&);
 
 }  // namespace ffpa

@@ -5,16 +5,17 @@
 #include <filesystem>
 #include <vector>
 
+#include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/npy.hpp"
 #include "reference/reference.hpp"
-#include "report/results_json.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 
 namespace ffpa {
 namespace fs = std::filesystem;
 
 std::string save_tensors(const std::string& dir, const AttnTensors& t, Pass pass,
-                         const std::string& impl) {
+                         const std::string& impl, bool inputs) {
   const Problem& p = t.problem;
   const Shape& s = p.shape;
   const fs::path out =
@@ -22,7 +23,11 @@ std::string save_tensors(const std::string& dir, const AttnTensors& t, Pass pass
       (p.case_name + "_" + to_string(pass) + "_" + to_string(p.dtype) + "_" + std::to_string(s.B) +
        "x" + std::to_string(s.Hq) + "x" + std::to_string(s.Hkv) + "x" + std::to_string(s.Nq) + "x" +
        std::to_string(s.Nkv) + "x" + std::to_string(s.D));
-  fs::create_directories(out);
+  const fs::path outputs = out / impl;
+  std::error_code ec;
+  fs::create_directories(outputs, ec);
+  // A RunError fails this measurement with the reason; the sweep goes on.
+  if (ec) throw RunError("--save-tensors: cannot create " + outputs.string() + ": " + ec.message());
   const Elem in = p.dtype == Dtype::bf16 ? Elem::bf16 : Elem::f16;
   const Elem mask_elem = p.mask_dtype == MaskDtype::fp32 ? Elem::f32 : in;
   const std::vector<int64_t> q_shape{s.B, s.Hq, s.Nq, s.D}, kv_shape{s.B, s.Hkv, s.Nkv, s.D},
@@ -41,26 +46,32 @@ std::string save_tensors(const std::string& dir, const AttnTensors& t, Pass pass
       bias_shape = {s.B, s.Hq, s.Nq, s.Nkv};
       break;
   }
-  auto save = [&](const char* name, const gpu::DeviceBuffer& buf, Elem e,
+  auto save = [&](const fs::path& where, const char* name, const gpu::DeviceBuffer& buf, Elem e,
                   const std::vector<int64_t>& shape) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     const std::vector<double> wide = download(buf.get(), e, n);
     const std::vector<float> narrow(wide.begin(), wide.end());
-    write_npy(out / (std::string(name) + ".npy"), shape, narrow.data());
+    write_npy(where / (std::string(name) + ".npy"), shape, narrow.data());
   };
-  save("q", t.q, in, q_shape);
-  save("k", t.k, in, kv_shape);
-  save("v", t.v, in, kv_shape);
-  if (p.mask != MaskKind::none) save("bias", t.bias, mask_elem, bias_shape);
-  save("o", t.o, in, q_shape);
-  save("lse", t.lse, Elem::f32, lse_shape);
+  // The backward's o and lse are the reference forward: inputs, like dO.
+  const fs::path fwd_out = pass == Pass::fwd ? outputs : out;
+  if (inputs || pass == Pass::fwd) {
+    save(fwd_out, "o", t.o, in, q_shape);
+    save(fwd_out, "lse", t.lse, Elem::f32, lse_shape);
+  }
+  if (inputs) {
+    save(out, "q", t.q, in, q_shape);
+    save(out, "k", t.k, in, kv_shape);
+    save(out, "v", t.v, in, kv_shape);
+    if (p.mask != MaskKind::none) save(out, "bias", t.bias, mask_elem, bias_shape);
+    if (pass == Pass::bwd) save(out, "do", t.dout, in, q_shape);
+  }
   if (pass == Pass::bwd) {
-    save("do", t.dout, in, q_shape);
-    save("dq", t.dq, in, q_shape);
-    save("dk", t.dk, in, kv_shape);
-    save("dv", t.dv, in, kv_shape);
-    if (p.mask != MaskKind::none) save("dbias", t.dbias, mask_elem, bias_shape);
+    save(outputs, "dq", t.dq, in, q_shape);
+    save(outputs, "dk", t.dk, in, kv_shape);
+    save(outputs, "dv", t.dv, in, kv_shape);
+    if (p.mask != MaskKind::none) save(outputs, "dbias", t.dbias, mask_elem, bias_shape);
   }
   const nlohmann::json meta = {
       {"case", p.case_name},
@@ -81,11 +92,11 @@ std::string save_tensors(const std::string& dir, const AttnTensors& t, Pass pass
       {"dropout_seed", t.dropout_seed},
       {"dropout_offset", t.dropout_offset},
       {"layout", "[B, H, N, D]; lse [B, Hq, Nq] natural log; values widened to float32"},
-      {"note", pass == Pass::bwd ? "o and lse are the fp32 reference forward rounded to dtype; "
-                                   "dq, dk, dv, dbias are the outputs of outputs_from"
-                                 : "o and lse are the outputs of outputs_from"}};
-  write_file_atomic(out / "meta.json", meta.dump(2) + "\n");
-  return out.string();
+      {"note", pass == Pass::bwd ? "inputs (q, k, v, bias, do, and o and lse: the fp32 reference "
+                                   "forward rounded to dtype) in ..; dq, dk, dv, dbias here"
+                                 : "inputs (q, k, v, bias) in ..; o and lse here"}};
+  write_file_atomic(outputs / "meta.json", meta.dump(2) + "\n");
+  return outputs.string();
 }
 
 }  // namespace ffpa

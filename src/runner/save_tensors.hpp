@@ -1,5 +1,6 @@
-// --save-tensors: a row's inputs and the FFPA outputs as float32 .npy files (fp16/bf16 values are
-// exact in float32) plus meta.json, so anyone can check ffpa-bench's output with their own tools.
+// --save-tensors: a row's inputs and each FFPA variant's outputs as float32 .npy files (fp16/bf16
+// values are exact in float32) plus meta.json, so anyone can check ffpa-bench's output with their
+// own tools.
 #pragma once
 
 #include <string>
@@ -10,9 +11,11 @@ namespace ffpa {
 
 struct AttnTensors;
 
-// Writes into dir/<case>_<pass>_<dtype>_<B>x<Hq>x<Hkv>x<Nq>x<Nkv>x<D>/: q, k, v, bias (with a
-// mask), o, lse; for the backward also do, dq, dk, dv, dbias. `impl` names who wrote the outputs.
-// Returns the directory written.
-std::string save_tensors(const std::string& dir, const AttnTensors&, Pass, const std::string& impl);
+// Writes the row's inputs into dir/<case>_<pass>_<dtype>_<B>x<Hq>x<Hkv>x<Nq>x<Nkv>x<D>/ (when
+// `inputs`: q, k, v, bias with a mask; for the backward also do and the forward's o, lse) and the
+// outputs of `impl` into its subdirectory <impl>/ (o, lse; or dq, dk, dv, dbias) with meta.json.
+// Returns the outputs' directory.
+std::string save_tensors(const std::string& dir, const AttnTensors&, Pass, const std::string& impl,
+                         bool inputs);
 
 }  // namespace ffpa

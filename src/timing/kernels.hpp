@@ -1,4 +1,4 @@
-// Host entry points of the timing kernels (kernels/timing.cu). Each only enqueues on the stream;
+// Host entry points of the timing kernels (kernels.cu). Each only enqueues on the stream;
 // the caller checks the launch (gpu::check_launch).
 #pragma once
 

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "cli/options.hpp"
 #include "core/results.hpp"
+#include "timing/options.hpp"
 
 namespace ffpa {
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/clock.hpp"
 #include "timing/kernels.hpp"
 
 namespace ffpa {
@@ -55,14 +56,6 @@ std::string nvidia_driver_version() {
   if (!n.error.empty() || !n.driver || n.driver(buf, sizeof buf) != 0) return {};
   return buf;
 }
-
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 SmClock::SmClock(int ordinal) {
   const Nvml& n = nvml();
@@ -163,6 +156,19 @@ TimingStats Timer::measure(const std::function<void(cudaStream_t)>& launch) {
     why = stop_reason(opts_, samples, seconds_since(t0));
   }
   return summarize(samples, default_clock_mhz_, why);
+}
+
+TimingStats Timer::once(const std::function<void(cudaStream_t)>& launch) {
+  const cudaStream_t s = stream_.get();
+  events_[0]->record(s);
+  launch(s);
+  gpu::check_launch("profiled launch");
+  events_[1]->record(s);
+  const unsigned mhz = clock_.read();
+  stream_.sync();
+  SampleSet samples;
+  samples.add(events_[1]->since(*events_[0]), mhz);
+  return summarize(samples, default_clock_mhz_, StopReason::cap);
 }
 
 void Timer::sample_cold(const std::function<void(cudaStream_t)>& launch, SampleSet& samples) {

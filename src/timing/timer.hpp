@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.hpp"
 #include "core/results.hpp"
 #include "gpu/cuda.hpp"
+#include "timing/options.hpp"
 #include "timing/stats.hpp"
 
 namespace ffpa {
@@ -55,6 +55,9 @@ class Timer {
   // that lazy module loading never happens behind a hold). Throws RunError on a failed launch or
   // when a launch did not return before the hold's safety timeout.
   TimingStats measure(const std::function<void(cudaStream_t)>& launch);
+  // One launch between two events: no warmup, flush, hold or repeat (--profile, where a profiler
+  // must capture exactly this launch). The statistics hold that one sample, marked timed_out.
+  TimingStats once(const std::function<void(cudaStream_t)>& launch);
   cudaStream_t stream() const { return stream_.get(); }
   const SmClock& clock() const { return clock_; }
 

@@ -1,19 +1,23 @@
 #include "tuning/cache.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 
 #include "core/build_info.hpp"
+#include "core/clock.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json_strict.hpp"
+#include "core/paths.hpp"
 
 namespace ffpa {
 namespace {
@@ -29,15 +33,6 @@ struct BadEntry : std::runtime_error {
 std::string hex16(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
 
@@ -151,14 +146,27 @@ std::vector<Item> parse_entries(const std::string& text, int& bad, std::string& 
   return out;
 }
 
-bool read_text(const std::string& path, std::string& text) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream s;
-  s << in.rdbuf();
-  text = s.str();
-  return static_cast<bool>(in) || in.eof();
-}
+// An exclusive flock on the cache's directory while a save reads, merges and replaces the file:
+// two processes saving at once would otherwise each drop what the other stored.
+class DirLock {
+ public:
+  explicit DirLock(const fs::path& dir)
+      : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    if (fd_ < 0) throw RunError("cannot open " + dir.string() + " to lock it: " + errno_text());
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) {
+        const std::string why = errno_text();
+        ::close(fd_);
+        throw RunError("cannot lock " + dir.string() + ": " + why);
+      }
+  }
+  ~DirLock() { ::close(fd_); }  // closing releases the lock
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_;
+};
 
 }  // namespace
 
@@ -212,12 +220,9 @@ TuningCache TuningCache::load(const std::string& path) {
   TuningCache c;
   c.path_ = path;
   std::error_code ec;
-  if (!fs::exists(path, ec)) return c;
-  std::string text;
-  if (!read_text(path, text)) {
-    c.warning_ = path + ": cannot read the tuning cache; starting empty";
-    return c;  // unreadable is not corrupt: leave it alone, save() will fail loudly if need be
-  }
+  if (!fs::exists(path, ec) && !ec) return c;
+  // A directory or a file we may not read is not a corrupt cache: InputError, never replaced.
+  const std::string text = read_input_file(path);
   int bad = 0;
   std::string first_bad;
   try {
@@ -240,6 +245,18 @@ std::optional<CacheEntry> TuningCache::find(const CacheKey& key) const {
   for (const Item& it : entries_)
     if (it.key == key) return it.entry;
   return std::nullopt;
+}
+
+std::vector<Knobs> TuningCache::for_arch(const CacheKey& key) const {
+  std::vector<Knobs> out;
+  for (const Item& it : entries_) {
+    CacheKey k = it.key;
+    k.gpu = key.gpu;
+    k.driver = key.driver;
+    if (k == key && std::find(out.begin(), out.end(), it.entry.knobs) == out.end())
+      out.push_back(it.entry.knobs);
+  }
+  return out;
 }
 
 std::vector<std::string> TuningCache::stale(const CacheKey& key) const {
@@ -268,34 +285,44 @@ void TuningCache::store(const CacheKey& key, const Knobs& knobs, double ms) {
   entries_.push_back({key, {knobs, ms, utc_now()}});
 }
 
-void TuningCache::save() const {
-  if (!dirty_) return;
+std::string TuningCache::save() {
+  if (!dirty_) return {};
   const fs::path p(path_);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::error_code ec;
-  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  if (ec) throw RunError("cannot create " + p.parent_path().string() + ": " + ec.message());
+  fs::create_directories(dir, ec);
+  if (ec) throw RunError("cannot create " + dir.string() + ": " + ec.message());
 
+  const DirLock lock(dir);
+  std::string note;
   std::vector<Item> all = entries_;
-  if (move_aside_) {
-    if (fs::exists(p, ec)) {
-      fs::rename(p, path_ + ".bad", ec);
-      if (ec)
-        throw RunError("cannot move " + path_ + " aside to " + path_ + ".bad: " + ec.message());
-    }
-  } else {
-    // Keep what other processes stored since load(); ours win for equal keys.
-    std::string text;
-    if (fs::exists(p, ec) && read_text(path_, text)) {
+  auto move_aside = [&](const std::string& why) {
+    fs::rename(p, path_ + ".bad", ec);
+    if (ec) throw RunError("cannot move " + path_ + " aside to " + path_ + ".bad: " + ec.message());
+    note = path_ + ": " + why + "; kept as " + path_ + ".bad";
+  };
+  if (fs::exists(p, ec)) {
+    if (move_aside_) {
+      move_aside("unusable when loaded");
+    } else {
+      // Keep what other processes stored since load(); ours win for equal keys.
       int bad = 0;
       std::string first_bad;
+      std::vector<Item> theirs;
       try {
-        for (Item& other : parse_entries<Item>(text, bad, first_bad)) {
-          bool ours = false;
-          for (const Item& it : entries_) ours = ours || it.key == other.key;
-          if (!ours) all.push_back(std::move(other));
-        }
-      } catch (const BadEntry&) {
-        // Became unusable since load(): our entries replace it.
+        theirs = parse_entries<Item>(read_input_file(p), bad, first_bad);
+      } catch (const InputError& e) {
+        throw RunError(std::string("cannot merge the tuning cache: ") + e.what());
+      } catch (const BadEntry& e) {
+        move_aside(std::string("became unusable since it was loaded (") + e.what() + ")");
+      }
+      if (bad > 0)
+        move_aside(std::to_string(bad) + " malformed entries appeared since it was loaded (" +
+                   first_bad + ")");
+      for (Item& other : theirs) {
+        bool ours = false;
+        for (const Item& it : entries_) ours = ours || it.key == other.key;
+        if (!ours) all.push_back(std::move(other));
       }
     }
   }
@@ -311,32 +338,15 @@ void TuningCache::save() const {
     entries.push_back(std::move(e));
   }
   const json root{{"schema", kTuningCacheSchema}, {"entries", std::move(entries)}};
-
-  const std::string tmp = path_ + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << root.dump(1) << '\n';
-    out.flush();
-    if (!out) {
-      fs::remove(tmp, ec);
-      throw RunError("cannot write " + tmp);
-    }
-  }
-  fs::rename(tmp, p, ec);
-  if (ec) {
-    std::error_code ignore;
-    fs::remove(tmp, ignore);
-    throw RunError("cannot replace " + path_ + ": " + ec.message());
-  }
+  write_file_atomic(p, root.dump(1) + "\n");
+  entries_ = std::move(all);
+  move_aside_ = dirty_ = false;
+  return note;
 }
 
 std::string default_tuning_cache_path() {
-  // XDG: a relative XDG_CACHE_HOME is invalid and must be ignored.
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && xdg[0] == '/')
-    return (fs::path(xdg) / "ffpa-bench" / "tuning.json").string();
-  const char* home = std::getenv("HOME");
-  return (fs::path(home && home[0] ? home : ".") / ".cache" / "ffpa-bench" / "tuning.json")
-      .string();
+  const std::string root = cache_root();
+  return root.empty() ? "tuning.json" : (fs::path(root) / "tuning.json").string();
 }
 
 }  // namespace ffpa

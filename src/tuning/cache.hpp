@@ -1,15 +1,17 @@
 // The tuning cache: the best configuration found per (machine, build, variant, problem class), so
 // that a run without --tune uses what an earlier --tune found. A JSON file, by default
-// $XDG_CACHE_HOME/ffpa-bench/tuning.json (~/.cache/ffpa-bench/tuning.json).
+// $XDG_CACHE_HOME/ffpa-bench/tuning.json, else ~/.cache/ffpa-bench/tuning.json (cache_root()).
 //
 // Problems are grouped into classes: Nq, Nkv and B*Hq are rounded up to powers of two (Nq = 1,
 // decode, is its own class); everything else that changes which configuration wins is exact.
 // Entries of another kernel-source hash or driver stay in the file (switching back finds them) but
 // are never returned: find() misses and stale() says why.
 //
-// A file that cannot be used (not JSON, unknown schema, malformed entries) is not fatal: load()
-// starts empty with a warning, and save() first moves the file aside to <path>.bad, so nothing the
-// user had is lost and a bad cache never stops a benchmark.
+// A file whose content cannot be used (not JSON, unknown schema, malformed entries) is not fatal:
+// load() starts empty with a warning, and save() first moves the file aside to <path>.bad, so
+// nothing the user had is lost and a bad cache never stops a benchmark. A path that cannot be read
+// at all (a directory, no permission) is an InputError: it would not take the results either.
+// The runner saves after every search, so a sweep that is stopped keeps what it found.
 #pragma once
 
 #include <cstdint>
@@ -64,19 +66,25 @@ class TuningCache {
  public:
   using Entry = CacheEntry;
 
-  // Never throws for the file's content (see above); a missing file is an empty cache.
+  // Never throws for the file's content (see above); a missing file is an empty cache. Throws
+  // InputError(path, "/", reason) when the path cannot be read.
   static TuningCache load(const std::string& path);
 
   std::optional<Entry> find(const CacheKey&) const;
+  // The configurations stored for this problem class and build on any GPU of key's arch and any
+  // driver: what --compile-only, which has no real device to match, compiles for a later run.
+  std::vector<Knobs> for_arch(const CacheKey&) const;
   // Entries for the same problem class and GPU that find() ignores, one line each with the reason
   // (another kernel-source hash or driver): for -v diagnostics.
   std::vector<std::string> stale(const CacheKey&) const;
   // Adds or replaces the entry of this key.
   void store(const CacheKey&, const Knobs&, double ms);
-  // Does nothing unless store() was called. Writes atomically (temporary file + rename), creating
-  // the directory. Entries another process saved since load() are kept unless this cache has the
-  // same key. Throws RunError on a file-system failure.
-  void save() const;
+  // Does nothing unless store() was called since the last save. Under an exclusive lock on the
+  // directory (created if missing): merges the entries another process saved since load() (ours
+  // win for equal keys), writes a temporary file, fsyncs and renames it over the cache. Returns a
+  // note when the file on disk was unusable and was moved aside to <path>.bad, else empty. Throws
+  // RunError on a file-system failure.
+  std::string save();
 
   const std::string& path() const { return path_; }
   // Why the file was (partly) ignored at load; empty when it was fine or absent.
@@ -95,7 +103,7 @@ class TuningCache {
   std::vector<Item> entries_;
 };
 
-// $XDG_CACHE_HOME/ffpa-bench/tuning.json, or $HOME/.cache/ffpa-bench/tuning.json.
+// cache_root()/tuning.json.
 std::string default_tuning_cache_path();
 
 }  // namespace ffpa

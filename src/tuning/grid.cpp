@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json_strict.hpp"
 
 namespace ffpa {
@@ -49,14 +48,6 @@ std::vector<int64_t> int_list(const json& j, const std::string& where, const std
 const json& member(const json& root, const char* key, const std::string& where) {
   if (!root.contains(key)) throw InputError(where, json_pointer("", key), "missing");
   return root[key];
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "/", "cannot read the file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -130,7 +121,7 @@ Grid parse_grid(const std::string& text, const std::string& where) {
 }
 
 Grid load_grid(const std::string& path) {
-  return parse_grid(read_text(path), path);
+  return parse_grid(read_input_file(path, kMaxConfigBytes), path);
 }
 
 Grid load_variant_grid(const std::string& variant, const std::string& dir) {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.hpp"
 #include "core/types.hpp"
+#include "tuning/mode.hpp"
 #include "variants/op.hpp"
 
 namespace ffpa {

@@ -2,9 +2,170 @@
 // consumers), compiled by NVRTC at bind().
 #include "variants/ffpa_fwd_sm90ws.hpp"
 
-#include "runner/tensors.hpp"
-#include "variants/ffpa_fwd_sm90ws_kernel.hpp"
+#include "core/error.hpp"
+#include "gpu/tma.hpp"
+#include "tensors/tensors.hpp"
 #include "variants/ffpa_variant.hpp"
+
+namespace ffpa::fwd90ws {
+using namespace ffpa_family;
+namespace {
+
+constexpr const char* kKernel = "ffpa_fwd_sm90ws_kernel";
+
+class Fwd90wsOp : public Op {
+ public:
+  Fwd90wsOp(nvrtc::Library lib, const FfpaFwdParams& p, FfpaTmaDesc tk, FfpaTmaDesc tv, dim3 grid,
+            int cluster, int smem)
+      : lib_(std::move(lib)), p_(p), tk_(tk), tv_(tv), grid_(grid), cluster_(cluster), smem_(smem) {
+    fn_ = lib_.kernel(kKernel);
+    FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn_),
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
+  }
+
+  void launch(cudaStream_t s) override {
+    void* args[] = {&p_, &tk_, &tv_};
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid_;
+    cfg.blockDim = dim3(Config::threads());
+    cfg.dynamicSmemBytes = static_cast<size_t>(smem_);
+    cfg.stream = s;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = static_cast<unsigned>(cluster_);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    FFPA_CUDA(cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(fn_), args));
+  }
+  std::string includes() const override { return "forward (TMA, warp-specialized)"; }
+
+ private:
+  nvrtc::Library lib_;
+  FfpaFwdParams p_;
+  FfpaTmaDesc tk_, tv_;
+  dim3 grid_;
+  int cluster_;
+  int smem_;
+  cudaKernel_t fn_ = nullptr;
+};
+
+}  // namespace
+
+constexpr Knob<Config> kKnobs[] = {
+    {"slots", &Config::slots}, {"cluster", &Config::cluster}, {"psmem", &Config::psmem}};
+
+Support problem_check(const Problem& pr) {
+  const auto& s = pr.shape;
+  auto n = [](int64_t v) { return std::to_string(v); };
+  if (s.D < kMinD || s.D > kMaxD)
+    return Support::no("D=" + n(s.D) + ": ffpa-fwd-sm90ws needs " + n(kMinD) + ".." + n(kMaxD) +
+                       " (O split over two consumers, in registers)");
+  if (s.group() * s.Nq < 128)
+    return Support::no(
+        "fewer than 128 query rows per kv head (decode): the split-KV kernels fill the GPU");
+  return Support::yes();
+}
+
+const std::vector<std::string>& knob_names() {
+  static const std::vector<std::string> names = ffpa_family::knob_names(kKnobs);
+  return names;
+}
+
+Config Config::from_knobs(const Knobs& k) {
+  return read_knobs(kKnobs, k);
+}
+
+Knobs Config::knobs() const {
+  return knobs_of(kKnobs, *this);
+}
+
+Config default_config(const Problem& pr) {
+  Config c;
+  const int D = static_cast<int>(pr.shape.D);
+  // 16 slots fit beside Q and the two P tiles up to D = 512. 18 (the most that fit at D = 512)
+  // ran 15-25 % slower on every row of configs/default.json on the H200
+  // (results/h200/2026-12-03b/); a power of two keeps the ring index a mask and a shift.
+  while (c.slots > 4 && smem_bytes(c, D) > 227 * 1024) --c.slots;
+  // cluster = 2 (K/V multicast) ran at a third of cluster = 1's speed on the H200
+  // (docs/notes/ffpa_fwd_sm90ws.md): one CTA per query block until that is understood.
+  (void)pr;
+  return c;
+}
+
+int smem_bytes(const Config& c, int D) {
+  // alignment slack, Q, the ring, P of both consumers, row statistics and table, the dropout
+  // parameters, the barriers
+  return 1024 + 64 * padded_d(D, 64) * 2 + c.slots * 8192 + 2 * 64 * 64 * 2 + 4 * 64 * 4 +
+         2 * 64 * 4 + 16 + 2 * c.slots * 8;
+}
+
+Support check(const Config& c, int D, int smem_limit) {
+  auto s = [](int v) { return std::to_string(v); };
+  if (c.cluster != 1 && c.cluster != 2) return Support::no("cluster is 1 or 2");
+  if (c.psmem != 0 && c.psmem != 1) return Support::no("psmem is 0 or 1");
+  if (c.slots < 4) return Support::no("slots must be at least 4 (two in flight per consumer)");
+  if (D % 8 || D < kMinD || D > kMaxD)
+    return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
+                       ".." + s(kMaxD));
+  // Registers are set by setmaxnreg (consumers 240, producer 24); ptxas reports any spill.
+  return check_resources(smem_bytes(c, D), smem_limit, Config::threads(), 0);
+}
+
+std::vector<std::string> nvrtc_options(const Config& c, const fwd::Features& f) {
+  std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_SLOTS, FFPA_CLUSTER, FFPA_PSMEM
+  for (const auto& [name, v] : {std::pair<const char*, int>{"FFPA_D", f.D},
+                                {"FFPA_BF16", f.bf16},
+                                {"FFPA_CAUSAL", f.causal},
+                                {"FFPA_BIAS", f.bias},
+                                {"FFPA_DROPOUT", f.dropout}})
+    o.push_back(define(name, v));
+  return o;
+}
+
+nvrtc::Compiled compile(const Config& c, const fwd::Features& f) {
+  return nvrtc::compile("ffpa_fwd_sm90ws.cuh", nvrtc_options(c, f), "sm_90a");
+}
+
+nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
+  if (Support s = needs_sm90(dev); !s.ok()) throw Unsupported(s.reason);
+  if (Support s = problem_check(pr); !s.ok()) throw Unsupported(s.reason);
+  const int D = static_cast<int>(pr.shape.D);
+  if (Support s = check(c, D, dev.smem_per_block_optin); !s.ok()) throw Unsupported(s.reason);
+  if (c.cluster > 1 && pr.causal != Causal::none)
+    throw Unsupported("cluster=" + std::to_string(c.cluster) +
+                      ": the CTAs of a cluster share the key stream, causal blocks differ in "
+                      "length");
+  nvrtc::Compiled comp = compile(c, fwd::Features::of(pr));
+  refuse_spills(comp, kKernel);
+  return comp;
+}
+
+std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams& params,
+                         const gpu::DeviceInfo& dev) {
+  nvrtc::Compiled comp = compile_for(pr, c, dev);
+  // 16-byte cp.async of Q rows and TMA boxes of K/V rows, 4-byte O stores.
+  if (!qkvo_aligned(params, 2))
+    throw Unsupported("q/k/v need 16-byte aligned rows and strides in multiples of 8 elements");
+  FfpaFwdParams p = params;
+  p.num_splits = 1;
+  p.o_partial = nullptr;
+  p.lse_partial = nullptr;
+  const auto& sh = pr.shape;
+  const bool bf16 = pr.dtype == Dtype::bf16;
+  const int box_rows = 64 / c.cluster;  // each CTA of a cluster loads its share of a panel
+  const FfpaTmaDesc tk = gpu::tma_rows_map(p.k, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, p.k_row_stride,
+                                           p.k_head_stride, p.k_batch_stride, box_rows);
+  const FfpaTmaDesc tv = gpu::tma_rows_map(p.v, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, p.v_row_stride,
+                                           p.v_head_stride, p.v_batch_stride, box_rows);
+  const int64_t blocks = (sh.group() * sh.Nq + 63) / 64;
+  const dim3 grid = launch_grid((blocks + c.cluster - 1) / c.cluster * c.cluster, sh.Hkv, sh.B);
+  return std::make_unique<Fwd90wsOp>(nvrtc::Library(comp.cubin), p, tk, tv, grid, c.cluster,
+                                     smem_bytes(c, static_cast<int>(sh.D)));
+}
+
+}  // namespace ffpa::fwd90ws
 
 namespace ffpa {
 namespace {

@@ -1,12 +1,60 @@
-// Factory of the "ffpa-fwd-sm90ws" variant (registered in variants/registry.cpp).
+// The warp-specialized Hopper forward (kernels/ffpa_fwd_sm90ws.cuh) below the Variant interface:
+// its configuration, what a configuration costs, the NVRTC options, and an Op bound to a filled
+// FfpaFwdParams with TMA maps of K and V.
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "core/types.hpp"
+#include "gpu/cuda.hpp"
+#include "gpu/nvrtc.hpp"
+#include "params.h"
+#include "variants/ffpa_fwd_sm80.hpp"
 #include "variants/op.hpp"
+
+namespace ffpa::fwd90ws {
+
+// Knobs, as in configs/grids/ffpa-fwd-sm90ws.json. The block is fixed: 64 query rows, a producer
+// warpgroup and two consumer warpgroups, key blocks of 64.
+struct Config {
+  int slots = 16;   // 8 KB slots of the K/V ring
+  int cluster = 1;  // CTAs sharing each K/V panel by TMA multicast (1 or 2)
+  int psmem = 0;    // 1: a consumer's own PV reads P from shared memory too (no P registers)
+
+  static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
+  Knobs knobs() const;
+  static constexpr int threads() { return 384; }
+};
+
+constexpr int kMinD = 72;   // two O panels: one per consumer
+constexpr int kMaxD = 512;  // O (64 x D/2 fp32 a consumer) lives in registers
+
+// Whether the kernel handles the problem: D and enough query rows.
+Support problem_check(const Problem&);
+
+const std::vector<std::string>& knob_names();
+Config default_config(const Problem&);
+int smem_bytes(const Config&, int D);
+// Whether the configuration can run D on a device of this shared-memory limit.
+Support check(const Config&, int D, int smem_limit);
+
+std::vector<std::string> nvrtc_options(const Config&, const fwd::Features&);
+nvrtc::Compiled compile(const Config&, const fwd::Features&);
+
+// What bind() compiles for the problem on the device; needs no GPU. Throws Unsupported off
+// Hopper, when the configuration does not fit the problem or ptxas spilled registers.
+nvrtc::Compiled compile_for(const Problem&, const Config&, const gpu::DeviceInfo&);
+
+std::unique_ptr<Op> bind(const Problem&, const Config&, const FfpaFwdParams& params,
+                         const gpu::DeviceInfo&);
+
+}  // namespace ffpa::fwd90ws
 
 namespace ffpa {
 
+// The "ffpa-fwd-sm90ws" variant over this kernel (listed in runner/registry.cpp).
 std::unique_ptr<Variant> make_ffpa_fwd_sm90ws();
 
 }  // namespace ffpa

@@ -1,10 +1,10 @@
-// What the two ffpa kernel families (ffpa_fwd_kernel.*, ffpa_bwd_kernel.*) share: knob tables,
-// feature codes, NVRTC defines, the resource check, tensor alignment and the spill refusal; and
-// FfpaVariant, the Variant over one family, which keeps only the family's name, pass, and
-// functions in its traits.
+// What the FFPA kernel families (src/variants/ffpa_*.cpp) share: knob tables, feature codes,
+// NVRTC defines, the resource check, tensor alignment and the spill refusal; and FfpaVariant, the
+// Variant over one family, made from the traits struct at the end of the family's .cpp.
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -26,29 +26,52 @@ inline int padded_d(int D, int Kd) {
   return (D + Kd - 1) / Kd * Kd;
 }
 
-// A family's knobs, in the order of its grid file: the knob name and the Config member it sets.
+inline std::string define(const char* name, int v) {
+  return std::string("-D") + name + "=" + std::to_string(v);
+}
+
+// A family's knobs, in the order of its grid file: the knob's name (the grid file's spelling),
+// the Config member it sets, and whether the kernel receives it as the macro FFPA_<NAME> (the
+// name in upper case, see knob_defines): one spelling from the grid file to the kernel.
 template <class C>
-using Knob = std::pair<const char*, int C::*>;
+struct Knob {
+  const char* name;
+  int C::*member;
+  bool macro = true;  // false: the host alone reads it (a count resolved at bind time)
+};
 
 template <class C, size_t N>
 std::vector<std::string> knob_names(const Knob<C> (&table)[N]) {
   std::vector<std::string> names;
-  for (const auto& [name, member] : table) names.push_back(name);
+  for (const Knob<C>& k : table) names.push_back(k.name);
   return names;
 }
 // Missing knobs keep the Config's defaults.
 template <class C, size_t N>
-C read_knobs(const Knob<C> (&table)[N], const Knobs& k) {
+C read_knobs(const Knob<C> (&table)[N], const Knobs& knobs) {
   C c;
-  for (const auto& [name, member] : table)
-    if (auto x = knob(k, name)) c.*member = static_cast<int>(*x);
+  for (const Knob<C>& k : table)
+    if (auto x = knob(knobs, k.name)) c.*k.member = static_cast<int>(*x);
   return c;
 }
 template <class C, size_t N>
 Knobs knobs_of(const Knob<C> (&table)[N], const C& c) {
-  Knobs k;
-  for (const auto& [name, member] : table) k.emplace_back(name, c.*member);
-  return k;
+  Knobs out;
+  for (const Knob<C>& k : table) out.emplace_back(k.name, c.*k.member);
+  return out;
+}
+// -DFFPA_<NAME>=value for every knob the kernel reads, in table order.
+template <class C, size_t N>
+std::vector<std::string> knob_defines(const Knob<C> (&table)[N], const C& c) {
+  std::vector<std::string> out;
+  for (const Knob<C>& k : table) {
+    if (!k.macro) continue;
+    std::string macro = "FFPA_";
+    for (const char* p = k.name; *p; ++p)
+      macro += static_cast<char>(std::toupper(static_cast<unsigned char>(*p)));
+    out.push_back(define(macro.c_str(), c.*k.member));
+  }
+  return out;
 }
 
 // FFPA_CAUSAL: 0 none, 1 bottom-right, 2 top-left. FFPA_BIAS: 0 none, 1 fp32, 2 input dtype.
@@ -59,20 +82,18 @@ inline int bias_code(const Problem& p) {
   return p.mask == MaskKind::none ? 0 : p.mask_dtype == MaskDtype::fp32 ? 1 : 2;
 }
 
-inline std::string define(const char* name, int v) {
-  return std::string("-D") + name + "=" + std::to_string(v);
-}
-
 // The end of a configuration check: shared memory and estimated registers against the device's
-// limits (65536 registers a block, 255 a thread). Empty when both fit.
-inline std::string check_resources(int smem, int smem_limit, int threads, int regs) {
+// limits (65536 registers a block, 255 a thread).
+inline Support check_resources(int smem, int smem_limit, int threads, int regs) {
   auto s = [](int v) { return std::to_string(v); };
   if (smem > smem_limit)
-    return "needs " + s(smem) + " bytes of shared memory, the device allows " + s(smem_limit);
+    return Support::no("needs " + s(smem) + " bytes of shared memory, the device allows " +
+                       s(smem_limit));
   const int reg_limit = std::min(255, 65536 / threads);
   if (regs > reg_limit)
-    return "needs about " + s(regs) + " registers a thread, the limit is " + s(reg_limit);
-  return {};
+    return Support::no("needs about " + s(regs) + " registers a thread, the limit is " +
+                       s(reg_limit));
+  return Support::yes();
 }
 
 // Whether ptr is aligned to `elems` 2-byte elements and every stride is a multiple of it.
@@ -109,36 +130,24 @@ inline void refuse_spills(const nvrtc::Compiled& comp, const char* kernel) {
                       std::to_string(it->second.registers) + " registers)");
 }
 
-// The device check of the mma.sync families; empty when the device can run them.
-inline std::string needs_sm80(const gpu::DeviceInfo& d) {
-  return d.sm_major < 8 ? "needs sm80+ (mma.sync bf16, cp.async)" : "";
+// The device check of the mma.sync families.
+inline Support needs_sm80(const gpu::DeviceInfo& d) {
+  return d.sm_major < 8 ? Support::no("needs sm80+ (mma.sync bf16, cp.async)") : Support::yes();
 }
 // The device check of the wgmma families.
-inline std::string needs_sm90(const gpu::DeviceInfo& d) {
-  return d.sm_major == 9 ? "" : "needs sm_90 (wgmma)";
+inline Support needs_sm90(const gpu::DeviceInfo& d) {
+  return d.sm_major == 9 ? Support::yes() : Support::no("needs sm_90 (wgmma)");
 }
 // The problem check of a family that handles every problem the common checks let through.
-inline std::string any_problem(const Problem&) {
-  return {};
-}
-
-// The properties bind() needs, of the current device.
-inline gpu::DeviceInfo current_device() {
-  gpu::DeviceInfo d;
-  FFPA_CUDA(cudaGetDevice(&d.ordinal));
-  FFPA_CUDA(cudaDeviceGetAttribute(&d.sm_major, cudaDevAttrComputeCapabilityMajor, d.ordinal));
-  FFPA_CUDA(cudaDeviceGetAttribute(&d.sm_minor, cudaDevAttrComputeCapabilityMinor, d.ordinal));
-  FFPA_CUDA(cudaDeviceGetAttribute(&d.sm_count, cudaDevAttrMultiProcessorCount, d.ordinal));
-  FFPA_CUDA(cudaDeviceGetAttribute(&d.smem_per_block_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                   d.ordinal));
-  return d;
+inline Support any_problem(const Problem&) {
+  return Support::yes();
 }
 
 // A Variant over one family. F (traits) has: name, pass, Config (from_knobs, knobs()),
 // knob_names(), default_config(Problem), check(Config, D, smem_limit),
 // compile(Problem, Config, DeviceInfo), bind(Problem, Config, AttnTensors&, DeviceInfo), and the
-// family's narrowing of the support surface: problem_check(Problem), device_check(DeviceInfo)
-// (empty string = fine).
+// family's narrowing of the support surface: problem_check(Problem), device_check(DeviceInfo),
+// each a Support.
 template <class F>
 class FfpaVariant : public Variant {
  public:
@@ -154,15 +163,12 @@ class FfpaVariant : public Variant {
     if (s.Hkv <= 0 || s.Hq % s.Hkv) return Support::no("Hq must be a multiple of Hkv");
     if (s.group() * s.Nq > 0x7fffffffLL) return Support::no("group * Nq exceeds 2^31");
     if (s.B < 1 || s.Nq < 1 || s.Nkv < 1) return Support::no("empty problem");
-    const std::string why = F::problem_check(p);
-    return why.empty() ? Support::yes() : Support::no(why);
+    return F::problem_check(p);
   }
 
   Support supports(const Problem& p, const Knobs& k, const gpu::DeviceInfo& d) const override {
-    if (std::string why = F::device_check(d); !why.empty()) return Support::no(why);
-    const std::string why =
-        F::check(F::Config::from_knobs(k), static_cast<int>(p.shape.D), d.smem_per_block_optin);
-    return why.empty() ? Support::yes() : Support::no(why);
+    if (Support s = F::device_check(d); !s.ok()) return s;
+    return F::check(F::Config::from_knobs(k), static_cast<int>(p.shape.D), d.smem_per_block_optin);
   }
 
   Support compile(const Problem& p, const Knobs& k, const gpu::DeviceInfo& d) const override {
@@ -174,8 +180,9 @@ class FfpaVariant : public Variant {
     return Support::yes();
   }
 
-  std::unique_ptr<Op> bind(const Problem& p, const Knobs& k, AttnTensors& t) override {
-    return F::bind(p, F::Config::from_knobs(k), t, current_device());
+  std::unique_ptr<Op> bind(const Problem& p, const Knobs& k, AttnTensors& t,
+                           const gpu::DeviceInfo& d) override {
+    return F::bind(p, F::Config::from_knobs(k), t, d);
   }
 };
 

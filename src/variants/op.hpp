@@ -17,7 +17,8 @@ namespace ffpa {
 
 struct AttnTensors;
 
-// The answer of a support check: empty reason = supported.
+// The answer of every support check ("no, because ..." in one form): empty reason = supported.
+// Unsupported (below) only carries a refusal out of bind(), where a library answers late.
 struct Support {
   std::string reason;
   bool ok() const { return reason.empty(); }
@@ -50,7 +51,8 @@ class Op {
   virtual std::vector<Unchecked> unchecked() const { return {}; }
 };
 
-// An FFPA kernel variant: declares its name, pass, tuning knobs and support surface in one place.
+// An FFPA kernel variant: its name, pass, tuning knobs and support surface, declared in its file
+// pair src/variants/<variant>.{hpp,cpp} (README, Development: adding a kernel family).
 class Variant {
  public:
   virtual ~Variant() = default;
@@ -68,8 +70,10 @@ class Variant {
   // properties, so that the cubin cache holds it (a parallel warm-up, or --compile-only on a
   // machine without a GPU). No = refused after compiling (ptxas spilled registers).
   virtual Support compile(const Problem&, const Knobs&, const gpu::DeviceInfo&) const = 0;
-  // Compiles or loads the configuration and binds it to the tensors. May throw Unsupported.
-  virtual std::unique_ptr<Op> bind(const Problem&, const Knobs&, AttnTensors&) = 0;
+  // Compiles or loads the configuration for the device and binds it to the tensors. May throw
+  // Unsupported.
+  virtual std::unique_ptr<Op> bind(const Problem&, const Knobs&, AttnTensors&,
+                                   const gpu::DeviceInfo&) = 0;
 };
 
 // A baseline: the strongest thing a user could run instead.

@@ -13,10 +13,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "baselines/cudnn.hpp"
+#include "baselines/cudnn/cudnn_sdpa.hpp"
 #include "core/error.hpp"
 #include "gpu/cuda.hpp"
-#include "runner/tensors.hpp"
+#include "tensors/tensors.hpp"
 
 // With NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING the frontend resolves every cuDNN entry point through
 // this handle, which the embedding program owns.

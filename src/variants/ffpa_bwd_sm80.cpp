@@ -1,0 +1,263 @@
+// Variant "ffpa-bwd-sm80": the portable split-D backward (mma.sync), compiled by NVRTC at bind().
+#include "variants/ffpa_bwd_sm80.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/error.hpp"
+#include "tensors/tensors.hpp"
+#include "variants/ffpa_fwd_sm80.hpp"
+#include "variants/ffpa_variant.hpp"
+
+namespace ffpa::bwd {
+using namespace ffpa_family;
+namespace {
+int blocks_per_warp(const Config& c, int D) {
+  return ((D + 15) / 16 + c.warps - 1) / c.warps;
+}
+
+// Registers ptxas needs besides the accumulators (addresses, row table reads, P/dS temporaries,
+// the phase-2 fragments), read off compiled configurations (D=512 default: 144 + ~110 = 253).
+constexpr int kRegisterOverhead = 64;
+
+class BwdOp : public Op {
+ public:
+  BwdOp(nvrtc::Library lib, const char* main_kernel, const FfpaBwdParams& p, dim3 grid, int threads,
+        int smem, int dbias, size_t dbias_bytes, int sm_count, gpu::DeviceBuffer delta,
+        gpu::DeviceBuffer dq_accum, gpu::DeviceBuffer dbias_accum)
+      : lib_(std::move(lib)),
+        p_(p),
+        grid_(grid),
+        threads_(threads),
+        smem_(smem),
+        dbias_(dbias),
+        dbias_bytes_(dbias_bytes),
+        sm_count_(sm_count),
+        delta_(std::move(delta)),
+        dq_accum_(std::move(dq_accum)),
+        dbias_accum_(std::move(dbias_accum)) {
+    pre_ = lib_.kernel("ffpa_bwd_pre_kernel");
+    main_ = lib_.kernel(main_kernel);
+    convert_ = lib_.kernel("ffpa_bwd_convert_kernel");
+    FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(main_),
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
+  }
+
+  void launch(cudaStream_t s) override {
+    void* args[] = {&p_};
+    if (dbias_ == 3) FFPA_CUDA(cudaMemsetAsync(p_.dbias, 0, dbias_bytes_, s));
+    if (dbias_accum_) FFPA_CUDA(cudaMemsetAsync(dbias_accum_.get(), 0, dbias_accum_.bytes(), s));
+    const long long rows = static_cast<long long>(p_.fwd.B) * p_.fwd.Hq * p_.fwd.Nq;
+    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(pre_),
+                               dim3(static_cast<unsigned>((rows + 7) / 8)), dim3(256), args, 0, s));
+    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(main_), grid_, dim3(threads_), args,
+                               static_cast<size_t>(smem_), s));
+    const long long pairs = rows * (p_.fwd.D / 2);
+    const long long blocks = std::min<long long>((pairs + 255) / 256, 8LL * sm_count_);
+    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(convert_),
+                               dim3(static_cast<unsigned>(std::max(1LL, blocks))), dim3(256), args,
+                               0, s));
+  }
+  int64_t extra_bytes() const override {
+    return static_cast<int64_t>(delta_.bytes() + dq_accum_.bytes() + dbias_accum_.bytes());
+  }
+  std::string includes() const override {
+    std::string s =
+        "preprocess (delta, dQ accumulator zeroed) + dK/dV kernel (dQ fp32 atomics) + dQ convert";
+    if (dbias_ == 1 || dbias_ == 2) s += " + dBias zeroing and convert";
+    if (dbias_ == 3) s += " + dBias memset";
+    return s;
+  }
+
+ private:
+  nvrtc::Library lib_;
+  FfpaBwdParams p_;
+  dim3 grid_;
+  int threads_, smem_, dbias_;
+  size_t dbias_bytes_;
+  int sm_count_;
+  gpu::DeviceBuffer delta_, dq_accum_, dbias_accum_;
+  cudaKernel_t pre_ = nullptr, main_ = nullptr, convert_ = nullptr;
+};
+
+}  // namespace
+
+constexpr Knob<Config> kKnobs[] = {{"Br", &Config::Br},
+                                   {"Bc", &Config::Bc},
+                                   {"warps", &Config::warps},
+                                   {"Wr", &Config::Wr},
+                                   {"Kd", &Config::Kd}};
+
+const std::vector<std::string>& knob_names() {
+  static const std::vector<std::string> names = ffpa_family::knob_names(kKnobs);
+  return names;
+}
+
+Config Config::from_knobs(const Knobs& k) {
+  return read_knobs(kKnobs, k);
+}
+
+Knobs Config::knobs() const {
+  return knobs_of(kKnobs, *this);
+}
+
+Features Features::of(const Problem& pr) {
+  Features f;
+  f.D = static_cast<int>(pr.shape.D);
+  f.bf16 = pr.dtype == Dtype::bf16;
+  f.causal = causal_code(pr);
+  f.bias = bias_code(pr);
+  f.dbias = pr.mask == MaskKind::key         ? 1
+            : pr.mask == MaskKind::query_key ? 2
+            : pr.mask == MaskKind::full      ? 3
+                                             : 0;
+  f.dropout = pr.dropout > 0;
+  return f;
+}
+
+Config default_config(const Problem& pr) {
+  Config
+      c;  // Br=64, Bc=32, 8 warps (4 x 1 per phase-1 half), Kd=64: dK+dV = 128 registers at D=512
+  const int64_t D = pr.shape.D;
+  if (D <= 128) {
+    c.warps = 4;  // D/16 column blocks: 8 warps would leave half of them idle in phase 2
+    c.Wr = 2;
+  } else if (D > 512) {
+    c.Br = 32;  // resident Q and dO: 2 x 32 x 1024 x 2 bytes
+    c.Bc = 16;  // dK + dV: 8 blocks x 16 = 128 registers
+    c.Wr = 2;
+  }
+  return c;
+}
+
+int smem_bytes(const Config& c, int D) {
+  const int dp = padded_d(D, c.Kd), bcp = (c.Bc + 63) / 64 * 64;
+  return 2 * c.Bc * dp * 2 + 2 * c.Br * dp * 2 + 2 * c.Br * bcp * 2 + c.Br * c.Bc * 4 + c.Br * 16 +
+         c.Bc * 4;
+}
+
+int accumulator_registers(const Config& c, int D) {
+  const int g = c.warps / 2, wc = g / c.Wr;
+  const int slice = (c.Br / c.Wr) * (c.Bc / wc) / 32;  // S or dP of the warp
+  return blocks_per_warp(c, D) * (c.Bc / 16) * 16 + slice;
+}
+
+Support check(const Config& c, int D, int smem_limit) {
+  auto s = [](int v) { return std::to_string(v); };
+  if (c.Br <= 0 || c.Bc <= 0 || c.warps <= 0 || c.Wr <= 0 || c.Kd <= 0)
+    return Support::no("knobs must be positive");
+  if (c.threads() > 1024) return Support::no(s(c.threads()) + " threads exceed 1024");
+  if (c.warps % 2 || (c.warps / 2) % c.Wr)
+    return Support::no("warps must be even and warps/2 a multiple of Wr");
+  const int wc = c.warps / 2 / c.Wr;
+  if (c.Br % (16 * c.Wr)) return Support::no("Br=" + s(c.Br) + " is not a multiple of 16*Wr");
+  if (c.Bc % 16) return Support::no("Bc must be a multiple of 16");
+  if (c.Bc % wc || (c.Bc / wc) % 8)
+    return Support::no("Bc/(warps/2/Wr) must be a multiple of 8 (phase-1 key columns of a warp)");
+  if (c.Kd % 64) return Support::no("Kd must be a multiple of 64 (swizzled 64-column tiles)");
+  if (padded_d(D, c.Kd) / c.Kd > 16) return Support::no("more than 16 D chunks (raise Kd)");
+  if ((c.Br / c.Wr / 16) * (c.Bc / wc / 8) * 4 > 64)
+    return Support::no("phase-1 slice of a warp too large for the dropout keep bits (64)");
+  return check_resources(smem_bytes(c, D), smem_limit, c.threads(),
+                         accumulator_registers(c, D) + kRegisterOverhead);
+}
+
+std::vector<std::string> nvrtc_options(const Config& c, const Features& f) {
+  const auto d = define;
+  return {d("FFPA_D", f.D),         d("FFPA_BR", c.Br),          d("FFPA_BC", c.Bc),
+          d("FFPA_NW", c.warps),    d("FFPA_WR", c.Wr),          d("FFPA_CW", c.Kd),
+          d("FFPA_BF16", f.bf16),   d("FFPA_CAUSAL", f.causal),  d("FFPA_BIAS", f.bias),
+          d("FFPA_DBIAS", f.dbias), d("FFPA_DROPOUT", f.dropout)};
+}
+
+nvrtc::Compiled compile(const Config& c, const Features& f, const std::string& arch) {
+  return nvrtc::compile("ffpa_bwd.cuh", nvrtc_options(c, f), arch);
+}
+
+nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
+  if (Support s = check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin); !s.ok())
+    throw Unsupported(s.reason);
+  nvrtc::Compiled comp = compile(c, Features::of(pr), fwd::target_arch(dev));
+  refuse_spills(comp, "ffpa_bwd_kernel");
+  return comp;
+}
+
+std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams& params,
+                         const gpu::DeviceInfo& dev) {
+  // dBias is computed whenever there is a bias: AttnTensors allocates it for every masked
+  // backward, and compile_for() (the cubin a precompile warmed) assumes so.
+  if ((pr.mask != MaskKind::none) != (params.dbias != nullptr))
+    throw RunError("ffpa-bwd: dbias must be given exactly when the problem has a bias");
+  const nvrtc::Compiled comp = compile_for(pr, c, dev);
+  return make_op(pr, comp, "ffpa_bwd_kernel", c.Bc, c.threads(),
+                 smem_bytes(c, static_cast<int>(pr.shape.D)), params, dev);
+}
+
+std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, const char* main_kernel,
+                            int Bc, int threads, int smem, const FfpaBwdParams& params,
+                            const gpu::DeviceInfo& dev, int cluster) {
+  // 16-byte cp.async / vector loads of q, k, v, o, dO rows; 4-byte stores of dq, dk, dv pairs.
+  const FfpaFwdParams& f = params.fwd;
+  if (!qkvo_aligned(f, 8) ||
+      !aligned(params.dout, {params.do_batch_stride, params.do_head_stride, params.do_row_stride},
+               8) ||
+      !aligned(params.dq, {params.dq_batch_stride, params.dq_head_stride, params.dq_row_stride},
+               2) ||
+      !aligned(params.dk, {params.dk_batch_stride, params.dk_head_stride, params.dk_row_stride},
+               2) ||
+      !aligned(params.dv, {params.dv_batch_stride, params.dv_head_stride, params.dv_row_stride}, 2))
+    throw Unsupported(
+        "q/k/v/o/dO need 16-byte aligned rows and strides in multiples of 8 elements, dq/dk/dv "
+        "4-byte aligned pairs");
+  const Features ft = Features::of(pr);
+
+  const auto& sh = pr.shape;
+  const int64_t gx = (sh.Nkv + int64_t{Bc} * cluster - 1) / (int64_t{Bc} * cluster) * cluster;
+  const int64_t rows = sh.B * sh.Hq * sh.Nq;
+  const dim3 grid = launch_grid(gx, sh.Hkv, sh.B);
+  launch_grid((rows + 7) / 8, 1, 1);  // the preprocess grid
+  FfpaBwdParams p = params;
+  gpu::DeviceBuffer delta(static_cast<size_t>(rows) * sizeof(float));
+  gpu::DeviceBuffer dq_accum(static_cast<size_t>(rows * sh.D) * sizeof(float));
+  gpu::DeviceBuffer dbias_accum;
+  if (ft.dbias == 1 || ft.dbias == 2)
+    dbias_accum = gpu::DeviceBuffer(static_cast<size_t>(ft.dbias == 1 ? sh.Nkv : sh.Nq * sh.Nkv) *
+                                    sizeof(float));
+  p.delta = delta.as<float>();
+  p.dq_accum = dq_accum.as<float>();
+  p.dbias_accum = dbias_accum ? dbias_accum.as<float>() : nullptr;
+  const size_t dbias_bytes =
+      ft.dbias == 3 ? static_cast<size_t>(pr.mask_elems()) * (ft.bias == 1 ? 4 : 2) : 0;
+  return std::make_unique<BwdOp>(nvrtc::Library(comp.cubin), main_kernel, p, grid, threads, smem,
+                                 ft.dbias, dbias_bytes, dev.sm_count, std::move(delta),
+                                 std::move(dq_accum), std::move(dbias_accum));
+}
+
+}  // namespace ffpa::bwd
+
+namespace ffpa {
+namespace {
+
+struct Bwd {
+  static constexpr const char* name = "ffpa-bwd-sm80";
+  static constexpr Pass pass = Pass::bwd;
+  using Config = bwd::Config;
+  static constexpr auto knob_names = bwd::knob_names;
+  static constexpr auto default_config = bwd::default_config;
+  static constexpr auto check = bwd::check;
+  static constexpr auto compile = bwd::compile_for;
+  static constexpr auto problem_check = ffpa_family::any_problem;
+  static constexpr auto device_check = ffpa_family::needs_sm80;
+  static std::unique_ptr<Op> bind(const Problem& p, const Config& c, AttnTensors& t,
+                                  const gpu::DeviceInfo& d) {
+    return bwd::bind(p, c, t.bwd_params(), d);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Variant> make_ffpa_bwd_sm80() {
+  return std::make_unique<ffpa_family::FfpaVariant<Bwd>>();
+}
+
+}  // namespace ffpa

@@ -1,0 +1,125 @@
+// NVRTC compiles the warp-specialized Hopper forward (ffpa-fwd-sm90ws) for sm_90a without a GPU:
+// the default configurations and those of its GPU test must not spill, must not use a stack
+// frame, and ptxas must not serialize the wgmma pipeline (C7514/C7515). Also its support surface,
+// its grid file and the ring/barrier protocol simulator.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+
+#include "ffpa_support.hpp"
+#include "gpu/nvrtc.hpp"
+#include "support.hpp"
+#include "tuning/grid.hpp"
+#include "variants/ffpa_fwd_sm90ws.hpp"
+
+using namespace ffpa;
+using test::compile_problem;
+
+namespace {
+
+void compile_clean(const fwd90ws::Config& c, const fwd::Features& f) {
+  INFO("D=" << f.D << " " << to_string(c.knobs()) << (f.bf16 ? " bf16" : " fp16")
+            << " causal=" << f.causal);
+  REQUIRE(fwd90ws::check(c, f.D, 227 * 1024).ok());
+  const nvrtc::Compiled comp = fwd90ws::compile(c, f);
+  test::check_clean(comp, {"ffpa_fwd_sm90ws_kernel"});
+  INFO(comp.log);
+  CHECK(comp.log.find("serialized") == std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("sm90ws default configurations compile clean", "[nvrtc]") {
+  test::FreshCache cache;
+  for (int D : {320, 384, 448, 512})
+    for (Dtype dt : {Dtype::bf16, Dtype::fp16})
+      for (Causal causal : {Causal::none, Causal::bottom_right, Causal::top_left}) {
+        if (dt == Dtype::fp16 && causal != Causal::none) continue;
+        Problem p = compile_problem(D, causal);
+        p.dtype = dt;
+        compile_clean(fwd90ws::default_config(p), fwd::Features::of(p));
+      }
+}
+
+TEST_CASE("sm90ws configurations of the GPU test compile clean", "[nvrtc]") {
+  test::FreshCache cache;
+  fwd::Features f;
+  for (int D : {72, 128, 136, 256, 504}) {
+    f.D = D;
+    compile_clean(fwd90ws::default_config(compile_problem(D)), f);
+  }
+  f.D = 512;
+  for (int slots : {4, 5, 8, 12, 16})
+    for (int cl : {1, 2}) compile_clean(fwd90ws::Config{slots, cl}, f);
+  f.D = 320;
+  for (int slots : {5, 7}) compile_clean(fwd90ws::Config{slots, 2}, f);
+  for (int D : {320, 512})
+    for (int causal : {0, 2}) {
+      f.D = D;
+      f.causal = causal;
+      compile_clean(fwd90ws::Config{18, 1, 1}, f);
+    }
+}
+
+TEST_CASE("sm90ws bias and dropout compile clean at D 320 and 512", "[nvrtc]") {
+  test::FreshCache cache;
+  for (int D : {320, 512})
+    for (int causal : {0, 1, 2})
+      for (int bias : {0, 1, 2})
+        for (int dropout : {0, 1}) {
+          if (!bias && !dropout) continue;
+          fwd::Features f;
+          f.D = D;
+          f.causal = causal;
+          f.bias = bias;
+          f.dropout = dropout;
+          compile_clean(fwd90ws::Config{18, 1}, f);
+        }
+}
+
+TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
+  auto v = make_ffpa_fwd_sm90ws();
+  CHECK(v->name() == "ffpa-fwd-sm90ws");
+  CHECK(v->pass() == Pass::fwd);
+  const Grid g = load_variant_grid(v->name(), (test::source_dir() / "configs" / "grids").string());
+  CHECK(check_grid_matches(g, v->knob_names()).ok());
+
+  const gpu::DeviceInfo h200 = test::h200();
+  for (int D : {72, 320, 384, 448, 504, 512}) {
+    const Problem p = compile_problem(D);
+    INFO("D=" << D);
+    CHECK(v->supports(p).ok());
+    CHECK(v->supports(p, v->default_knobs(p), h200).ok());
+  }
+  CHECK_THAT(v->supports(compile_problem(64)).reason, Catch::Contains("72..512"));
+  CHECK_THAT(v->supports(compile_problem(576)).reason, Catch::Contains("72..512"));
+  Problem p = compile_problem(512);
+  p.shape.Nq = 1;
+  CHECK_THAT(v->supports(p).reason, Catch::Contains("decode"));
+
+  // Causal rows run without a cluster: the two CTAs of one would see different key counts.
+  const Problem causal = compile_problem(512, Causal::bottom_right);
+  CHECK_THROWS_WITH(fwd90ws::compile_for(causal, fwd90ws::Config{18, 2}, h200),
+                    Catch::Contains("causal"));
+  gpu::DeviceInfo ampere = h200;
+  ampere.sm_major = 8;
+  const Problem p512 = compile_problem(512);
+  CHECK_THAT(v->supports(p512, v->default_knobs(p512), ampere).reason, Catch::Contains("sm_90"));
+  CHECK_THAT(v->supports(p512, fwd90ws::Config{19, 2}.knobs(), h200).reason,
+             Catch::Contains("shared memory"));
+  CHECK_THAT(v->supports(p512, fwd90ws::Config{3, 2}.knobs(), h200).reason,
+             Catch::Contains("at least 4"));
+  CHECK_THAT(v->supports(p512, fwd90ws::Config{8, 4}.knobs(), h200).reason,
+             Catch::Contains("cluster"));
+  // Every default fits the H200 at every D it accepts.
+  for (int D = fwd90ws::kMinD; D <= fwd90ws::kMaxD; D += 8)
+    CHECK(fwd90ws::check(fwd90ws::default_config(compile_problem(D)), D, h200.smem_per_block_optin)
+              .ok());
+}
+
+TEST_CASE("sm90ws ring and barrier protocol (simulator)", "[sim]") {
+  const std::string cmd =
+      "python3 " + (test::source_dir() / "tools" / "ffpa_fwd_sm90ws_sim.py").string();
+  CHECK(std::system(cmd.c_str()) == 0);
+}

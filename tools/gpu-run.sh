@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine over a copy of the tree that holds .stage/ (tools/stage.sh: binaries
+# and the kernels compiled ahead). Usage:
+#   tools/gpu-run.sh tests [WHICH [FILTER]]  GPU test binaries: WHICH = all or a comma list
+#                                            (ffpa_bwd,cudnn), FILTER = Catch test filter
+#   tools/gpu-run.sh bench NAME ARGS...     ffpa-bench ARGS, results under $OUT/NAME
+# Several steps can be chained: tools/gpu-run.sh tests -- bench smoke --config configs/smoke.json
+# Logs and results go under $OUT (default gpu-out/), one NAME.tgz per bench, to be copied back.
+# Benches share the tuning cache $OUT/tuning.json, seeded from .stage/tuning.json when present.
+# BENCH_TIMEOUT (seconds) stops a bench early with BENCH_SIGNAL (default TERM; INT is Ctrl-C): its
+# finished rows and its tuning cache are kept. BENCH names another ffpa-bench binary (an experiment
+# build staged beside the normal one).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.stage}
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+cudnn_lib=$(python3 -c "import nvidia.cudnn as m; print(m.__path__[0])" 2>/dev/null)/lib
+export LD_LIBRARY_PATH="$cudnn_lib:$PWD/$BIN/lib:${LD_LIBRARY_PATH:-}"
+export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$PWD/.cache}
+mkdir -p "$XDG_CACHE_HOME"
+[ -d "$BIN/cache/ffpa-bench" ] && cp -r "$BIN/cache/ffpa-bench" "$XDG_CACHE_HOME/"
+[ -f "$BIN/tuning.json" ] && cp "$BIN/tuning.json" "$OUT/tuning.json"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
+  --format=csv >"$OUT/nvidia-smi.csv" 2>&1
+rc=0
+while [ $# -gt 0 ]; do
+  step=$1; shift
+  args=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do args+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  case $step in
+    tests)
+      which=${args[0]:-all}; filter=("${args[@]:1}")
+      for t in "$BIN"/gpu_*; do
+        [ "$which" = all ] || [[ ",$which," == *",${t##*/gpu_},"* ]] || continue
+        echo "== $t ${filter[*]:-}"
+        # A hung kernel must not eat the whole call.
+        timeout "${TEST_TIMEOUT:-300}" "$t" ${filter[@]+"${filter[@]}"} 2>&1 |
+          tee -a "$OUT/gpu_tests.log" | tail -n 3
+        [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+      done ;;
+    bench)
+      name=${args[0]}; args=("${args[@]:1}")
+      echo "== ffpa-bench ${args[*]} (results in $name/)"
+      timeout -s "${BENCH_SIGNAL:-TERM}" "${BENCH_TIMEOUT:-3600}" "${BENCH:-$BIN/ffpa-bench}" \
+        "${args[@]}" --out "$OUT/$name" --tuning-cache "$OUT/tuning.json" \
+        >"$OUT/$name.stdout" 2>"$OUT/$name.log"
+      r=$?; [ $r -eq 0 ] || rc=1
+      echo "exit $r"; tail -n 40 "$OUT/$name.stdout"
+      # One archive per run (results, stdout, log): one file to copy back.
+      tar -czf "$OUT/$name.tgz" -C "$OUT" "$name" "$name.stdout" "$name.log" &&
+        rm -rf "${OUT:?}/$name" "$OUT/$name.stdout" "$OUT/$name.log" ;;
+    *) echo "unknown step $step"; exit 2 ;;
+  esac
+done
+exit $rc
