@@ -45,6 +45,7 @@
 #pragma once
 
 #include "ffpa_common.cuh"
+#include "tma.cuh"
 #include "wgmma.cuh"
 
 namespace ffpa_bwd90c {
@@ -82,48 +83,6 @@ static_assert(NP * NN <= 32, "dK, dV (2 NP NN 4 fp32 a thread) live in registers
 static_assert(NP % PPG == 0, "a Q/dO group holds a whole share of the quarter's panels");
 static_assert(DQB == 1 || DQB == 2, "one or two dQ chunk accumulators");
 
-// Waits until at most n cp.async groups are pending (n <= N; a constant once unrolled).
-template <int N>
-__device__ __forceinline__ void cp_async_wait_upto(int n) {
-  if (n >= N)
-    cp_async_wait<N>();
-  else if constexpr (N > 0)
-    cp_async_wait_upto<N - 1>(n);
-}
-// Distributed shared memory of a cluster: this block's rank, the address of `addr` in block
-// `rank`, a 16-byte store there, and the cluster barrier (release/acquire: accesses before it
-// happen before accesses after it, in both blocks).
-__device__ __forceinline__ u32 cluster_rank() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ u32 map_rank(u32 addr, u32 rank) {
-  u32 r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ void st_cluster4(u32 addr, float a, float b, float c, float d) {
-  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b),
-               "f"(c), "f"(d)
-               : "memory");
-}
-__device__ __forceinline__ void cluster_arrive() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_sync() {
-  cluster_arrive();
-  cluster_wait();
-}
-__device__ __forceinline__ void st_cluster_u32(u32 addr, u32 v) {
-  asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-}
-__device__ __forceinline__ void st_b16(u32 addr, u32 v) {
-  asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"((u16)v));
-}
 // Granule (row, lc) of the block's columns (global column col = lc + the block's first).
 __device__ __forceinline__ void kv_granule(const FfpaFwdParams& f, const u16* kb, const u16* vb,
                                            u32 sK, u32 sV, int row, int lc, int col, int n0) {
