@@ -2,12 +2,16 @@
 // consumer warpgroups that split the key blocks for QK and the columns of O for PV. Compiled at
 // run time by NVRTC; the configuration comes in as macros (src/variants/ffpa_fwd_sm90ws.cpp
 // sets them):
-//   FFPA_D        head dim (multiple of 8, 72..512)
+//   FFPA_D        head dim (multiple of 8, 72..1024)
+//   FFPA_SPLIT    CTAs per query block, each holding a share of O's columns (1; 2 for D > 512,
+//                 where 64 rows of O no longer fit two consumers' registers): every one of them
+//                 computes the whole S, so QK is done SPLIT times
 //   FFPA_SLOTS    8 KB slots of the K/V ring
 //   FFPA_CLUSTER  1, or 2: two CTAs of neighbouring query blocks share every K/V panel (each loads
 //                 half of it and multicasts it to both), halving the L2 traffic per FLOP
-//   FFPA_PSMEM    0: a consumer's own PV takes P from registers (wgmma RS); 1: from sP like the
-//                 other consumer's (SS): 16 registers fewer, 64 KB more shared reads a pair
+//   FFPA_PSMEM    0: the PVs take P from registers (wgmma RS; the other consumer's P is read from
+//                 sP once a pair); 1: from sP (SS): 32 registers fewer, 8 KB more shared reads
+//                 per O panel and P
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DROPOUT as in ffpa_fwd.cuh (no split-KV here): the
 //                 bias is read from global memory in the softmax (any broadcast shape, through its
 //                 strides; a key bias stays in L1), the keep bits are drawn there per element pair
@@ -19,8 +23,8 @@
 //  - softmax: the two consumers exchange their row maxima once per pair (named barrier 1), so
 //    both rescale by the same factor and the pair acts as one 128-key block; each keeps the row
 //    sum of its own blocks (added at the end).
-//  - P_c goes to registers (A of consumer c's own PV) and to shared memory sP[c] (A of the other
-//    consumer's PV); named barrier 2 publishes it.
+//  - P_c goes to registers (A of consumer c's own PV) and to shared memory sP[c], from where the
+//    other consumer loads it into registers (A of its PV); named barrier 2 publishes it.
 //  - PV: consumer c owns the O columns [64 * c0, ...) of its panels (the first NP0 panels for
 //    c = 0, the other NP1 for c = 1) and adds P_own V_own + P_other V_other to them.
 // The producer streams the panels through a FIFO ring of 8 KB slots (64 keys x 64 columns,
@@ -47,14 +51,17 @@ constexpr int R = FFPA_SLOTS;
 constexpr int CL = FFPA_CLUSTER;
 constexpr bool PSMEM = FFPA_PSMEM;
 constexpr int DP = (D + 63) / 64 * 64;  // zero-filled past D (TMA and the Q load)
-constexpr int NP = DP / 64;             // 64-column panels
-constexpr int NP0 = (NP + 1) / 2;       // O panels of consumer 0
-constexpr int NP1 = NP - NP0;           // of consumer 1
+constexpr int NP = DP / 64;             // 64-column panels of Q and K
+constexpr int SPLIT = FFPA_SPLIT;
+constexpr int NPO = (NP + SPLIT - 1) / SPLIT;  // O (and V) panels of a CTA; the last CTA's may
+                                               // lie past D: TMA zero-fills them, unstored
+constexpr int NP0 = (NPO + 1) / 2;             // O panels of consumer 0
+constexpr int NP1 = NPO - NP0;                 // of consumer 1
 constexpr int PANEL = BC * 128;         // one ring slot
 constexpr int Q_PANEL = BR * 128;
 constexpr int Q_BYTES = BR * DP * 2;
 constexpr int P_BYTES = 2 * BR * BC * 2;  // sP[0], sP[1]
-constexpr int PAIR_PANELS = 4 * NP;       // K of both blocks, then V of both
+constexpr int PAIR_PANELS = 2 * NP + 2 * NPO;  // K of both blocks, then V of both
 constexpr int NT = 384;
 // Offsets from the 1024-aligned base.
 constexpr int OFF_RING = Q_BYTES;
@@ -66,8 +73,11 @@ constexpr int OFF_BARS = OFF_DROP + 16;           // full[R], empty[R]
 constexpr int SMEM_BYTES = 1024 + OFF_BARS + 2 * R * 8;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
+constexpr float RESCALE_SLACK = 8.f;
 
-static_assert(D % 8 == 0 && D > 64 && D <= 512, "D: a multiple of 8 in 72..512");
+static_assert(D % 8 == 0 && D > 64 && D <= 1024, "D: a multiple of 8 in 72..1024");
+static_assert(NP0 <= 4, "O of a consumer: at most 4 panels (128 registers)");
+static_assert(SPLIT == 1 || CL == 1, "the CTAs of a split read different V panels");
 static_assert(CL == 1 || CL == 2, "cluster of 1 or 2 CTAs");
 static_assert(R >= 4, "the ring holds at least two slots per consumer");
 
@@ -101,7 +111,7 @@ __device__ __forceinline__ int seq_v_own(int t, int k, int c) {
   return t * PAIR_PANELS + 2 * NP + 2 * k + c;
 }
 __device__ __forceinline__ int seq_v_other(int t, int k, int c) {
-  return t * PAIR_PANELS + 3 * NP + 2 * k + c;
+  return t * PAIR_PANELS + 2 * NP + NPO + 2 * k + c;
 }
 
 // A consumer warp is done with a slot: one arrival per warp on the slot's empty barrier, in every
@@ -137,9 +147,9 @@ template <int C>
 __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring, u32 sQ, u32 sP,
                                         float* sstat, const int* srow, const DropParams* sdrop,
                                         int npairs, int m0, int kvh, int b, int rows_total,
-                                        int r_lo, int diag) {
-  constexpr int NPC = C == 0 ? NP0 : NP1;  // O panels of this consumer
-  constexpr int P0 = C == 0 ? 0 : NP0;     // the first of them
+                                        int r_lo, int diag, int split) {
+  constexpr int NPC = C == 0 ? NP0 : NP1;           // O panels of this consumer
+  const int P0 = split * NPO + (C == 0 ? 0 : NP0);  // the first of them
   const int t128 = threadIdx.x & 127, lane = t128 & 31, wq = t128 >> 5;
   float* smax = sstat;           // [2][BR]
   float* ssum = sstat + 2 * BR;  // [2][BR]
@@ -222,15 +232,21 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
 
     // P in the input dtype, as the A fragments of the own PV (k16 step ks: n8 groups 2 ks and
     // 2 ks + 1); with psmem only staged here on the way to sP.
+    // The running maximum moves only when the pair's maximum passes it by more than RESCALE_SLACK
+    // (log2 units): P stays below 2^8 (exact enough in fp32 sums and as bf16/fp16), and most
+    // pairs leave O unscaled. Both consumers fold the same maxima, so they move it together.
     u32 pa[4][4];
     float alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = wq * 16 + (lane >> 2) + h * 8;
-      const float m_new = fmaxf(m_run[h], fmaxf(rmax[h], smax[(1 - C) * BR + row]));
-      const float base = m_new == NEG_INF ? 0.f : m_new;
-      alpha[h] = exp2f(m_run[h] - base);
-      m_run[h] = m_new;
+      const float m_new = fmaxf(rmax[h], smax[(1 - C) * BR + row]);
+      alpha[h] = 1.f;
+      if (m_new > m_run[h] + RESCALE_SLACK) {
+        alpha[h] = exp2f(m_run[h] - m_new);
+        m_run[h] = m_new;
+      }
+      const float base = m_run[h] == NEG_INF ? 0.f : m_run[h];
       float sum = 0.f;
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
@@ -274,22 +290,41 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
             "st.shared.b32 [%0], %1;\n" ::"r"(
                 sPown + tile_off(wq * 16 + (lane >> 2) + h * 8, n * 8 + (lane & 3) * 2, BR)),
             "r"(pa[n / 2][(n & 1) * 2 + h]));
-    // The other consumer's PV reads sP through the async proxy.
-    fence_proxy_async();
+    // With psmem the PVs read sP through the async proxy.
+    if (PSMEM) fence_proxy_async();
     named_sync(BAR_P, 256);
-
-    // O *= alpha (the previous pair's PV retired), then O += P_own V_own + P_other V_other.
-#pragma unroll
-    for (int c = 0; c < NPC; ++c) {
-      fence_acc(o[c]);
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[c][n][e] *= alpha[e >> 1];
-      fence_acc(o[c]);
-    }
-    if (!PSMEM) fence_regs(pa);
     const u32 sPother = opaque(sP + (1 - C) * (BR * BC * 2));
+    // The other consumer's P into registers too (the own layout): A of every PV from registers,
+    // 8 KB of shared reads instead of 8 KB per O panel.
+    u32 pb[4][4];
+    if (!PSMEM) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+          asm volatile("ld.shared.b32 %0, [%1];\n"
+                       : "=r"(pb[n / 2][(n & 1) * 2 + h])
+                       : "r"(sPother +
+                             tile_off(wq * 16 + (lane >> 2) + h * 8, n * 8 + (lane & 3) * 2, BR)));
+    }
+
+    // O *= alpha (the previous pair's PV retired) in the warps where a row's maximum moved, then
+    // O += P_own V_own + P_other V_other.
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+      for (int c = 0; c < NPC; ++c) {
+        fence_acc(o[c]);
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[c][n][e] *= alpha[e >> 1];
+        fence_acc(o[c]);
+      }
+    }
+    if (!PSMEM) {
+      fence_regs(pa);
+      fence_regs(pb);
+    }
 #pragma unroll
     for (int i = 0; i < 2 * NPC; ++i) {
       const bool own = i < NPC;
@@ -301,8 +336,8 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         const u64 db = desc_mn(sv + ks * 16 * 128);
-        if (own && !PSMEM)
-          wgmma_rs(o[c], pa[ks], db);
+        if (!PSMEM)
+          wgmma_rs(o[c], own ? pa[ks] : pb[ks], db);
         else
           wgmma<0, 1>(o[c], desc_k((own ? sPown : sPother) + ks * 32), db);
       }
@@ -338,7 +373,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
     const float l = lsum[h] + ssum[(1 - C) * BR + row];
     const float inv = l > 0.f ? p.dropout_scale / l : 0.f;
     const int hq = kvh * p.group + i / p.Nq, r = i % p.Nq;
-    if (C == 0 && (lane & 3) == 0)
+    if (C == 0 && split == 0 && (lane & 3) == 0)
       p.lse[((long long)b * p.Hq + hq) * p.Nq + r] =
           l > 0.f ? (m_run[h] + __log2f(l)) * LN2 : NEG_INF;
     u16* orow =
@@ -375,7 +410,10 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
   const int rows_total = p.group * p.Nq;
-  const int m0 = (gridDim.x - 1 - blockIdx.x) * BR;  // heaviest causal blocks first
+  // The CTAs of a query block are neighbours (they read the same K/V panels from L2 together);
+  // heaviest causal blocks first.
+  const int split = SPLIT == 1 ? 0 : blockIdx.x % SPLIT;
+  const int m0 = (gridDim.x / SPLIT - 1 - blockIdx.x / SPLIT) * BR;
   const int kvh = blockIdx.y;
   const int b = blockIdx.z;
   const u32 rank = CL == 1 ? 0u : cluster_rank();
@@ -405,17 +443,22 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
       int seq = 0;
       for (int t = 0; t < npairs; ++t) {
         const int j0 = 2 * t, j1 = 2 * t + 1;
+        // Rolled loops: unrolled, they need more than the producer's 24 registers at D > 896.
+#pragma unroll 1
         for (int q = 0; q < NP; ++q) {
           produce(ring, tk, seq++, j0, q, kvh, b, rank);
           produce(ring, tk, seq++, j1, q, kvh, b, rank);
         }
+        const int v0 = split * NPO;      // this CTA's V panels
+#pragma unroll 1
         for (int k = 0; k < NP0; ++k) {  // own blocks' V: consumer 0's panel k, consumer 1's
-          produce(ring, tv, seq++, j0, k, kvh, b, rank);
-          if (k < NP1) produce(ring, tv, seq++, j1, NP0 + k, kvh, b, rank);
+          produce(ring, tv, seq++, j0, v0 + k, kvh, b, rank);
+          if (k < NP1) produce(ring, tv, seq++, j1, v0 + NP0 + k, kvh, b, rank);
         }
+#pragma unroll 1
         for (int k = 0; k < NP0; ++k) {  // the other block's V
-          produce(ring, tv, seq++, j1, k, kvh, b, rank);
-          if (k < NP1) produce(ring, tv, seq++, j0, NP0 + k, kvh, b, rank);
+          produce(ring, tv, seq++, j1, v0 + k, kvh, b, rank);
+          if (k < NP1) produce(ring, tv, seq++, j0, v0 + NP0 + k, kvh, b, rank);
         }
       }
     }
@@ -442,9 +485,11 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
     named_sync(BAR_Q, 256);
     const u32 sP = sQ + OFF_P;
     if (wg == 1)
-      consume<0>(p, ring, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag);
+      consume<0>(p, ring, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag,
+                  split);
     else
-      consume<1>(p, ring, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag);
+      consume<1>(p, ring, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag,
+                  split);
   }
   // A CTA leaves only when its cluster partner no longer arrives on its barriers.
   if (CL > 1) cluster_sync();

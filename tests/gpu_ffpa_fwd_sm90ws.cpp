@@ -1,9 +1,10 @@
 // The warp-specialized Hopper forward (ffpa-fwd-sm90ws) against the double-precision CPU reference
 // on random data: self, cross, GQA/MQA, odd lengths (the TMA zero-fill and the masked tail block),
-// an odd number of key blocks (the last pair's second block masked out), head dims 72..512 (an odd
-// panel count splits O 3|2), both dtypes, causal both alignments, B > 1, every ring depth and both
-// cluster sizes. Outputs are poisoned (NaN) before the run so an unwritten element fails.
-// "[bench]" times B=1 H=32 N=8192. Needs an sm_90 GPU: elsewhere every case warns and returns.
+// an odd number of key blocks (the last pair's second block masked out), head dims 72..1024 (an odd
+// panel count splits O 3|2; past 512 two CTAs split it), both dtypes, causal both alignments,
+// B > 1, every ring depth and both cluster sizes. Outputs are poisoned (NaN) before the run so an
+// unwritten element fails. "[bench]" times B=1 H=32 N=8192. Needs an sm_90 GPU: elsewhere every
+// case warns and returns.
 #include <catch2/catch.hpp>
 
 #include <optional>
@@ -97,6 +98,28 @@ TEST_CASE("sm90ws: ring depths and cluster sizes", "[gpu]") {
   for (int slots : {5, 7, 18}) expect_close(p320, fwd90ws::Config{slots, 2});
 }
 
+// Past D = 512 two CTAs split O's columns (the last one's panels partly past D at 576 and 968),
+// each computing the whole S from a 128 KB Q.
+TEST_CASE("sm90ws: D 520..1024, O split over two CTAs", "[gpu]") {
+  if (!hopper()) return;
+  for (int D : {520, 576, 640, 968, 1024}) expect_close(make(1, 2, 2, 150, 150, D));
+  for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
+    expect_close(make(2, 4, 2, 129, 333, 1024, dt));
+    expect_close(make(1, 2, 2, 333, 64, 1024, dt));
+  }
+  for (Causal c : {Causal::bottom_right, Causal::top_left}) {
+    Problem p = make(1, 4, 2, 300, 200, 1024);
+    p.causal = c;
+    expect_close(p);
+  }
+  Problem p = make(2, 4, 2, 100, 130, 1024);
+  p.dropout = 0.1;
+  p.mask = MaskKind::query_key;
+  expect_close(p);
+  for (int slots : {4, 5, 8}) expect_close(make(1, 2, 2, 200, 390, 1024), fwd90ws::Config{slots, 1});
+  expect_close(make(1, 2, 2, 200, 390, 768), fwd90ws::Config{8, 1, 1});
+}
+
 // Bias in every shape and dtype (read from global memory in the softmax) and dropout (the
 // offset 12345 and Nkv = 130 put the 4-key Philox blocks off the block grid).
 TEST_CASE("sm90ws: bias and dropout, D 320 and 512", "[gpu]") {
@@ -168,12 +191,13 @@ void bench(const char* name, const Problem& pr, const fwd90ws::Config& c) {
 TEST_CASE("sm90ws forward timings", "[.][bench]") {
   if (!hopper()) return;
   const int N = 8192;
-  for (int D : {512, 320, 384, 448}) {
+  for (int D : {512, 320, 384, 448, 576, 768, 1024}) {
     const Problem self = make(1, 32, 32, N, N, D);
-    for (int cl : {1, 2})
-      bench("self", self, fwd90ws::Config{fwd90ws::default_config(self).slots, cl});
+    bench("self", self, fwd90ws::default_config(self));
     if (D != 512) continue;
-    for (int slots : {8, 12, 16}) bench("slots", self, fwd90ws::Config{slots, 2});
+    for (int psmem : {0, 1}) bench("psmem", self, fwd90ws::Config{16, 1, psmem});
+    for (int slots : {12, 18}) bench("slots", self, fwd90ws::Config{slots, 1});
+    bench("cluster", self, fwd90ws::Config{16, 2});
     Problem causal = self;
     causal.causal = Causal::bottom_right;
     bench("causal", causal, fwd90ws::default_config(causal));

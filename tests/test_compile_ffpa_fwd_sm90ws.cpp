@@ -32,7 +32,7 @@ void compile_clean(const fwd90ws::Config& c, const fwd::Features& f) {
 
 TEST_CASE("sm90ws default configurations compile clean", "[nvrtc]") {
   test::FreshCache cache;
-  for (int D : {320, 384, 448, 512})
+  for (int D : {320, 384, 448, 512, 576, 768, 1024})
     for (Dtype dt : {Dtype::bf16, Dtype::fp16})
       for (Causal causal : {Causal::none, Causal::bottom_right, Causal::top_left}) {
         if (dt == Dtype::fp16 && causal != Causal::none) continue;
@@ -45,7 +45,7 @@ TEST_CASE("sm90ws default configurations compile clean", "[nvrtc]") {
 TEST_CASE("sm90ws configurations of the GPU test compile clean", "[nvrtc]") {
   test::FreshCache cache;
   fwd::Features f;
-  for (int D : {72, 128, 136, 256, 504}) {
+  for (int D : {72, 128, 136, 256, 504, 520, 640, 968}) {
     f.D = D;
     compile_clean(fwd90ws::default_config(compile_problem(D)), f);
   }
@@ -54,6 +54,10 @@ TEST_CASE("sm90ws configurations of the GPU test compile clean", "[nvrtc]") {
     for (int cl : {1, 2}) compile_clean(fwd90ws::Config{slots, cl}, f);
   f.D = 320;
   for (int slots : {5, 7}) compile_clean(fwd90ws::Config{slots, 2}, f);
+  f.D = 1024;
+  for (int slots : {4, 5, 8}) compile_clean(fwd90ws::Config{slots, 1}, f);
+  f.D = 768;
+  compile_clean(fwd90ws::Config{8, 1, 1}, f);
   for (int D : {320, 512})
     for (int causal : {0, 2}) {
       f.D = D;
@@ -62,9 +66,9 @@ TEST_CASE("sm90ws configurations of the GPU test compile clean", "[nvrtc]") {
     }
 }
 
-TEST_CASE("sm90ws bias and dropout compile clean at D 320 and 512", "[nvrtc]") {
+TEST_CASE("sm90ws bias and dropout compile clean at D 320, 512 and 1024", "[nvrtc]") {
   test::FreshCache cache;
-  for (int D : {320, 512})
+  for (int D : {320, 512, 1024})
     for (int causal : {0, 1, 2})
       for (int bias : {0, 1, 2})
         for (int dropout : {0, 1}) {
@@ -74,7 +78,7 @@ TEST_CASE("sm90ws bias and dropout compile clean at D 320 and 512", "[nvrtc]") {
           f.causal = causal;
           f.bias = bias;
           f.dropout = dropout;
-          compile_clean(fwd90ws::Config{18, 1}, f);
+          compile_clean(fwd90ws::Config{D > 512 ? 10 : 18, 1}, f);
         }
 }
 
@@ -86,14 +90,13 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
   CHECK(check_grid_matches(g, v->knob_names()).ok());
 
   const gpu::DeviceInfo h200 = test::h200();
-  for (int D : {72, 320, 384, 448, 504, 512}) {
+  for (int D : {72, 320, 384, 448, 504, 512, 520, 1024}) {
     const Problem p = compile_problem(D);
     INFO("D=" << D);
     CHECK(v->supports(p).ok());
     CHECK(v->supports(p, v->default_knobs(p), h200).ok());
   }
-  CHECK_THAT(v->supports(compile_problem(64)).reason, Catch::Contains("72..512"));
-  CHECK_THAT(v->supports(compile_problem(576)).reason, Catch::Contains("72..512"));
+  CHECK_THAT(v->supports(compile_problem(64)).reason, Catch::Contains("72..1024"));
   Problem p = compile_problem(512);
   p.shape.Nq = 1;
   CHECK_THAT(v->supports(p).reason, Catch::Contains("decode"));
@@ -102,6 +105,11 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
   const Problem causal = compile_problem(512, Causal::bottom_right);
   CHECK_THROWS_WITH(fwd90ws::compile_for(causal, fwd90ws::Config{18, 2}, h200),
                     Catch::Contains("causal"));
+  // Past D = 512 the two CTAs of a query block hold different O columns: no shared V stream.
+  CHECK_THROWS_WITH(fwd90ws::compile_for(compile_problem(1024), fwd90ws::Config{8, 2}, h200),
+                    Catch::Contains("different V columns"));
+  CHECK_THAT(v->supports(compile_problem(1024), fwd90ws::Config{12, 1}.knobs(), h200).reason,
+             Catch::Contains("shared memory"));
   gpu::DeviceInfo ampere = h200;
   ampere.sm_major = 8;
   const Problem p512 = compile_problem(512);

@@ -19,7 +19,7 @@ cudnn_lib=$(python3 -c "import nvidia.cudnn as m; print(m.__path__[0])" 2>/dev/n
 export LD_LIBRARY_PATH="$cudnn_lib:$PWD/$BIN/lib:${LD_LIBRARY_PATH:-}"
 export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$PWD/.cache}
 mkdir -p "$XDG_CACHE_HOME"
-[ -d "$BIN/cache/ffpa-bench" ] && cp -r "$BIN/cache/ffpa-bench" "$XDG_CACHE_HOME/"
+[ -f "$BIN/cubins.tar.xz" ] && tar -xJf "$BIN/cubins.tar.xz" -C "$XDG_CACHE_HOME"
 [ -f "$BIN/tuning.json" ] && cp "$BIN/tuning.json" "$OUT/tuning.json"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
   --format=csv >"$OUT/nvidia-smi.csv" 2>&1

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Stages a build for a GPU machine: builds for sm_90a (H100/H200, one arch to stay small) into
 # build-dev/, compiles the kernels a run will need into a cubin cache (ARGS: the ffpa-bench
-# arguments of that run; none: the default matrix), and copies the binaries and the cache into
-# .stage/ (git-ignored). Copy the tree with .stage/ to the GPU machine and run tools/gpu-run.sh
+# arguments of that run; none: the default matrix), and copies the binaries and the packed cache
+# into .stage/ (git-ignored). Copy the tree with .stage/ to the GPU machine and run tools/gpu-run.sh
 # there. Usage: tools/stage.sh [FFPA-BENCH ARGS...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,4 +20,6 @@ ldd .stage/ffpa-bench | awk '/=> \// {print $3}' |
 XDG_CACHE_HOME=$PWD/.stage/cache build-dev/ffpa-bench "$@" --compile-only sm_90a \
   --tuning-cache .stage/cache/no-tuning.json >/dev/null
 rm -f .stage/cache/no-tuning.json
+# Cubins compress ~10x: the transfer to the GPU machine is limited to tens of MiB.
+tar -cJf .stage/cubins.tar.xz -C .stage/cache ffpa-bench && rm -rf .stage/cache
 du -sh .stage

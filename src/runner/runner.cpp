@@ -375,6 +375,18 @@ std::string version_string(int v) {
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
 
+// A row no implementation could run once the CUDA context was lost: one measurement for all of
+// them, kept with the baselines (a results file's measurements are "ffpa" or "baseline"); compare
+// still fails the row, whose FFPA measurement is missing.
+Measurement whole_row(Status status, std::string reason) {
+  Measurement m;
+  m.impl = "all";
+  m.kind = "baseline";
+  m.status = status;
+  m.reason = std::move(reason);
+  return m;
+}
+
 }  // namespace
 
 void exempt(const std::vector<Op::Unchecked>& unchecked, std::vector<TensorCheck>& checks) {
@@ -514,10 +526,7 @@ Results run_plan(const Plan& plan, const gpu::DeviceInfo& dev, Registry& reg, Ru
     obs.on_item(i, total, item, elapsed, eta);
     Row row = make_row(item);
     if (!lost.empty()) {
-      Measurement m;
-      m.impl = "all";
-      m.reason = "not run: " + lost;
-      row.baselines.push_back(m);
+      row.baselines.push_back(whole_row(Status::skipped, "not run: " + lost));
     } else {
       try {
         row = exec.run_item(item, variants, baselines);
@@ -526,11 +535,7 @@ Results run_plan(const Plan& plan, const gpu::DeviceInfo& dev, Registry& reg, Ru
       } catch (const RunError& e) {
         lost = std::string("CUDA context lost: ") + e.what();
         row = make_row(item);
-        Measurement m;
-        m.impl = "all";
-        m.status = Status::failed;
-        m.reason = lost;
-        row.baselines.push_back(m);
+        row.baselines.push_back(whole_row(Status::failed, lost));
       }
     }
     results.rows.push_back(std::move(row));

@@ -18,16 +18,18 @@ std::string save_tensors(const std::string& dir, const AttnTensors& t, Pass pass
                          const std::string& impl, bool inputs) {
   const Problem& p = t.problem;
   const Shape& s = p.shape;
-  const fs::path out =
-      fs::path(dir) /
-      (p.case_name + "_" + to_string(pass) + "_" + to_string(p.dtype) + "_" + std::to_string(s.B) +
-       "x" + std::to_string(s.Hq) + "x" + std::to_string(s.Hkv) + "x" + std::to_string(s.Nq) + "x" +
-       std::to_string(s.Nkv) + "x" + std::to_string(s.D));
-  const fs::path outputs = out / impl;
-  std::error_code ec;
-  fs::create_directories(outputs, ec);
+  const std::string row = p.case_name + "_" + to_string(pass) + "_" + to_string(p.dtype) + "_" +
+                          std::to_string(s.B) + "x" + std::to_string(s.Hq) + "x" +
+                          std::to_string(s.Hkv) + "x" + std::to_string(s.Nq) + "x" +
+                          std::to_string(s.Nkv) + "x" + std::to_string(s.D);
+  const fs::path out = fs::path(dir) / row;
+  const fs::path outputs = fs::path(dir) / (row + "." + impl);
   // A RunError fails this measurement with the reason; the sweep goes on.
-  if (ec) throw RunError("--save-tensors: cannot create " + outputs.string() + ": " + ec.message());
+  for (const fs::path& d : {out, outputs}) {
+    std::error_code ec;
+    fs::create_directories(d, ec);
+    if (ec) throw RunError("--save-tensors: cannot create " + d.string() + ": " + ec.message());
+  }
   const Elem in = p.dtype == Dtype::bf16 ? Elem::bf16 : Elem::f16;
   const Elem mask_elem = p.mask_dtype == MaskDtype::fp32 ? Elem::f32 : in;
   const std::vector<int64_t> q_shape{s.B, s.Hq, s.Nq, s.D}, kv_shape{s.B, s.Hkv, s.Nkv, s.D},
@@ -55,6 +57,9 @@ std::string save_tensors(const std::string& dir, const AttnTensors& t, Pass pass
     write_npy(where / (std::string(name) + ".npy"), shape, narrow.data());
   };
   // The backward's o and lse are the reference forward: inputs, like dO.
+  std::vector<std::string> input_names{"q", "k", "v"};
+  if (p.mask != MaskKind::none) input_names.push_back("bias");
+  if (pass == Pass::bwd) input_names.insert(input_names.end(), {"do", "o", "lse"});
   const fs::path fwd_out = pass == Pass::fwd ? outputs : out;
   if (inputs || pass == Pass::fwd) {
     save(fwd_out, "o", t.o, in, q_shape);
@@ -66,6 +71,17 @@ std::string save_tensors(const std::string& dir, const AttnTensors& t, Pass pass
     save(out, "v", t.v, in, kv_shape);
     if (p.mask != MaskKind::none) save(out, "bias", t.bias, mask_elem, bias_shape);
     if (pass == Pass::bwd) save(out, "do", t.dout, in, q_shape);
+  }
+  // Hard links cost no space; a file system without them gets copies.
+  for (const std::string& name : input_names) {
+    const fs::path from = out / (name + ".npy"), to = outputs / (name + ".npy");
+    std::error_code ec;
+    fs::remove(to, ec);
+    fs::create_hard_link(from, to, ec);
+    if (ec) fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+    if (ec)
+      throw RunError("--save-tensors: cannot link " + from.string() + " into " + outputs.string() +
+                     ": " + ec.message());
   }
   if (pass == Pass::bwd) {
     save(outputs, "dq", t.dq, in, q_shape);
@@ -92,9 +108,11 @@ std::string save_tensors(const std::string& dir, const AttnTensors& t, Pass pass
       {"dropout_seed", t.dropout_seed},
       {"dropout_offset", t.dropout_offset},
       {"layout", "[B, H, N, D]; lse [B, Hq, Nq] natural log; values widened to float32"},
-      {"note", pass == Pass::bwd ? "inputs (q, k, v, bias, do, and o and lse: the fp32 reference "
-                                   "forward rounded to dtype) in ..; dq, dk, dv, dbias here"
-                                 : "inputs (q, k, v, bias) in ..; o and lse here"}};
+      {"note", pass == Pass::bwd ? "inputs q, k, v, bias, do, and o and lse (the fp32 reference "
+                                   "forward rounded to dtype), linked from ../" + row +
+                                       "; outputs dq, dk, dv, dbias"
+                                 : "inputs q, k, v, bias, linked from ../" + row +
+                                       "; outputs o and lse"}};
   write_file_atomic(outputs / "meta.json", meta.dump(2) + "\n");
   return outputs.string();
 }

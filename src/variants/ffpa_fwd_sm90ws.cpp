@@ -61,7 +61,7 @@ Support problem_check(const Problem& pr) {
   auto n = [](int64_t v) { return std::to_string(v); };
   if (s.D < kMinD || s.D > kMaxD)
     return Support::no("D=" + n(s.D) + ": ffpa-fwd-sm90ws needs " + n(kMinD) + ".." + n(kMaxD) +
-                       " (O split over two consumers, in registers)");
+                       " (O split over two consumers, Q beside the K/V ring)");
   if (s.group() * s.Nq < 128)
     return Support::no(
         "fewer than 128 query rows per kv head (decode): the split-KV kernels fill the GPU");
@@ -86,11 +86,11 @@ Config default_config(const Problem& pr) {
   const int D = static_cast<int>(pr.shape.D);
   // 16 slots fit beside Q and the two P tiles up to D = 512. 18 (the most that fit at D = 512)
   // ran 15-25 % slower on every row of configs/default.json on the H200
-  // (results/h200/2026-12-03b/); a power of two keeps the ring index a mask and a shift.
+  // (results/h200/2026-12-03b/); a power of two keeps the ring index a mask and a shift. Past
+  // D = 512 Q takes up to 128 KB: as many slots as fit (10 at D = 1024).
   while (c.slots > 4 && smem_bytes(c, D) > 227 * 1024) --c.slots;
   // cluster = 2 (K/V multicast) ran at a third of cluster = 1's speed on the H200
   // (docs/notes/ffpa_fwd_sm90ws.md): one CTA per query block until that is understood.
-  (void)pr;
   return c;
 }
 
@@ -116,6 +116,7 @@ Support check(const Config& c, int D, int smem_limit) {
 std::vector<std::string> nvrtc_options(const Config& c, const fwd::Features& f) {
   std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_SLOTS, FFPA_CLUSTER, FFPA_PSMEM
   for (const auto& [name, v] : {std::pair<const char*, int>{"FFPA_D", f.D},
+                                {"FFPA_SPLIT", splits(f.D)},
                                 {"FFPA_BF16", f.bf16},
                                 {"FFPA_CAUSAL", f.causal},
                                 {"FFPA_BIAS", f.bias},
@@ -133,6 +134,9 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
   if (Support s = problem_check(pr); !s.ok()) throw Unsupported(s.reason);
   const int D = static_cast<int>(pr.shape.D);
   if (Support s = check(c, D, dev.smem_per_block_optin); !s.ok()) throw Unsupported(s.reason);
+  if (c.cluster > 1 && splits(D) > 1)
+    throw Unsupported("cluster=" + std::to_string(c.cluster) + ": at D=" + std::to_string(D) +
+                      " the CTAs of a query block read different V columns");
   if (c.cluster > 1 && pr.causal != Causal::none)
     throw Unsupported("cluster=" + std::to_string(c.cluster) +
                       ": the CTAs of a cluster share the key stream, causal blocks differ in "
@@ -160,7 +164,9 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
   const FfpaTmaDesc tv = gpu::tma_rows_map(p.v, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, p.v_row_stride,
                                            p.v_head_stride, p.v_batch_stride, box_rows);
   const int64_t blocks = (sh.group() * sh.Nq + 63) / 64;
-  const dim3 grid = launch_grid((blocks + c.cluster - 1) / c.cluster * c.cluster, sh.Hkv, sh.B);
+  const dim3 grid = launch_grid(
+      (blocks + c.cluster - 1) / c.cluster * c.cluster * splits(static_cast<int>(sh.D)), sh.Hkv,
+      sh.B);
   return std::make_unique<Fwd90wsOp>(nvrtc::Library(comp.cubin), p, tk, tv, grid, c.cluster,
                                      smem_bytes(c, static_cast<int>(sh.D)));
 }
@@ -178,7 +184,7 @@ struct Fwd90ws {
   static constexpr auto default_config = fwd90ws::default_config;
   static constexpr auto check = fwd90ws::check;
   static constexpr auto compile = fwd90ws::compile_for;
-  static constexpr auto problem_check = fwd90ws::problem_check;  // 72 <= D <= 512, 128+ rows
+  static constexpr auto problem_check = fwd90ws::problem_check;  // 72 <= D <= 1024, 128+ rows
   static constexpr auto device_check = ffpa_family::needs_sm90;
   static std::unique_ptr<Op> bind(const Problem& p, const Config& c, AttnTensors& t,
                                   const gpu::DeviceInfo& d) {

@@ -28,8 +28,14 @@ struct Config {
   static constexpr int threads() { return 384; }
 };
 
-constexpr int kMinD = 72;   // two O panels: one per consumer
-constexpr int kMaxD = 512;  // O (64 x D/2 fp32 a consumer) lives in registers
+constexpr int kMinD = 72;    // two O panels: one per consumer
+constexpr int kMaxD = 1024;  // Q (64 x D) in shared memory beside the ring
+
+// CTAs per query block: O (64 x D/2 fp32 a consumer) lives in registers up to D = 512; past it
+// two CTAs split O's columns, each computing the whole S.
+inline int splits(int D) {
+  return D > 512 ? 2 : 1;
+}
 
 // Whether the kernel handles the problem: D and enough query rows.
 Support problem_check(const Problem&);
