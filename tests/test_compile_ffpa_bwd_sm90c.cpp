@@ -5,6 +5,9 @@
 // C7514/C7515 notes). The registers are reported (docs/notes/ffpa_bwd_sm90c.md).
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <string>
+
 #include "ffpa_support.hpp"
 #include "gpu/nvrtc.hpp"
 #include "support.hpp"
@@ -139,4 +142,10 @@ TEST_CASE("bwd90c bind refuses a problem it does not handle before touching the 
   const Problem p = compile_problem(1040);
   FfpaBwdParams prm{};
   CHECK_THROWS_AS(bwd90c::bind(p, bwd90c::default_config(p), prm, h200()), Unsupported);
+}
+
+TEST_CASE("bwd90c cluster exchange protocol (simulator, with its mutations)", "[sim][bwd90c]") {
+  const std::string cmd =
+      "python3 " + (test::source_dir() / "tools" / "ffpa_bwd_sm90c_sim.py").string();
+  CHECK(std::system(cmd.c_str()) == 0);
 }
