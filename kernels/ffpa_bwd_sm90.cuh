@@ -90,35 +90,12 @@ static_assert((LHALVES * PPG * BR * 8) % LT == 0, "whole 16-byte granules per th
 static_assert(!(PAIR && SPLIT), "the pair exchange borrows the block-synchronous exchange buffer");
 static_assert(DQB == 1 || DQB == 2, "one or two dQ chunk accumulators");
 
-// Waits until at most n cp.async groups are pending (n <= N; a constant once unrolled).
-template <int N>
-__device__ __forceinline__ void cp_async_wait_upto(int n) {
-  if (n >= N)
-    cp_async_wait<N>();
-  else if constexpr (N > 0)
-    cp_async_wait_upto<N - 1>(n);
-}
 // Named barriers: 1 + w for the 128 threads of warpgroup w, 3 + q for warp q of both warpgroups.
 __device__ __forceinline__ void wg_sync(int wg) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
 }
 __device__ __forceinline__ void pair_sync(int wq) {
   asm volatile("bar.sync %0, 64;\n" ::"r"(3 + wq) : "memory");
-}
-// Distributed shared memory of a cluster: the address of `addr` in block `rank` and a 16-byte
-// store there (the block's rank and the cluster barrier are tma.cuh's).
-__device__ __forceinline__ u32 map_rank(u32 addr, u32 rank) {
-  u32 r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ void st_cluster4(u32 addr, float a, float b, float c, float d) {
-  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b),
-               "f"(c), "f"(d)
-               : "memory");
-}
-__device__ __forceinline__ void st_b16(u32 addr, u32 v) {
-  asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"((u16)v));
 }
 
 }  // namespace ffpa_bwd90

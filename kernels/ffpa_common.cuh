@@ -46,6 +46,18 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+// Waits until at most n cp.async groups are pending (n <= N; a constant once unrolled).
+template <int N>
+__device__ __forceinline__ void cp_async_wait_upto(int n) {
+  if (n >= N)
+    cp_async_wait<N>();
+  else if constexpr (N > 0)
+    cp_async_wait_upto<N - 1>(n);
+}
+// A 2-byte shared-memory store of the low half of v.
+__device__ __forceinline__ void st_b16(u32 addr, u32 v) {
+  asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"((u16)v));
+}
 
 __device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"

@@ -9,6 +9,8 @@
 //   FFPA_SLOTS    8 KB slots of the K/V ring
 //   FFPA_CLUSTER  1, or 2: two CTAs of neighbouring query blocks share every K/V panel (each loads
 //                 half of it and multicasts it to both), halving the L2 traffic per FLOP
+//   FFPA_DEPTH    wgmma groups (panels) a consumer keeps in flight after each commit (1 or 2): a
+//                 slot is released DEPTH groups after the one that read it
 //   FFPA_PSMEM    0: the PVs take P from registers (wgmma RS; the other consumer's P is read from
 //                 sP once a pair); 1: from sP (SS): 32 registers fewer, 8 KB more shared reads
 //                 per O panel and P
@@ -50,6 +52,7 @@ constexpr int BC = 64;
 constexpr int R = FFPA_SLOTS;
 constexpr int CL = FFPA_CLUSTER;
 constexpr bool PSMEM = FFPA_PSMEM;
+constexpr int DEPTH = FFPA_DEPTH;
 constexpr int DP = (D + 63) / 64 * 64;  // zero-filled past D (TMA and the Q load)
 constexpr int NP = DP / 64;             // 64-column panels of Q and K
 constexpr int SPLIT = FFPA_SPLIT;
@@ -57,10 +60,10 @@ constexpr int NPO = (NP + SPLIT - 1) / SPLIT;  // O (and V) panels of a CTA; the
                                                // lie past D: TMA zero-fills them, unstored
 constexpr int NP0 = (NPO + 1) / 2;             // O panels of consumer 0
 constexpr int NP1 = NPO - NP0;                 // of consumer 1
-constexpr int PANEL = BC * 128;         // one ring slot
+constexpr int PANEL = BC * 128;                // one ring slot
 constexpr int Q_PANEL = BR * 128;
 constexpr int Q_BYTES = BR * DP * 2;
-constexpr int P_BYTES = 2 * BR * BC * 2;  // sP[0], sP[1]
+constexpr int P_BYTES = 2 * BR * BC * 2;       // sP[0], sP[1]
 constexpr int PAIR_PANELS = 2 * NP + 2 * NPO;  // K of both blocks, then V of both
 constexpr int NT = 384;
 // Offsets from the 1024-aligned base.
@@ -79,7 +82,8 @@ static_assert(D % 8 == 0 && D > 64 && D <= 1024, "D: a multiple of 8 in 72..1024
 static_assert(NP0 <= 4, "O of a consumer: at most 4 panels (128 registers)");
 static_assert(SPLIT == 1 || CL == 1, "the CTAs of a split read different V panels");
 static_assert(CL == 1 || CL == 2, "cluster of 1 or 2 CTAs");
-static_assert(R >= 4, "the ring holds at least two slots per consumer");
+static_assert(DEPTH == 1 || DEPTH == 2, "one or two groups in flight");
+static_assert(R >= 2 * (DEPTH + 1), "the ring holds DEPTH + 1 slots per consumer");
 
 // Named barriers (0 is __syncthreads): the two consumers' row maxima, their P tiles, Q and the
 // row table loaded, the row sums.
@@ -167,7 +171,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
     const int j = 2 * t + C;  // this consumer's key block
 
     // S = Q K_j^T: one group per K panel; a panel's slot is released once the group that read
-    // it retired (wait<1> after the next group is committed).
+    // it retired (wait<DEPTH> after DEPTH more groups were committed).
     float s[8][4];
 #pragma unroll
     for (int q = 0; q < NP; ++q) {
@@ -185,13 +189,14 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
           wgmma<0, 0>(s, desc_k(sq + kk * 32), desc_k(sk + kk * 32));
       }
       wgmma_commit();
-      if (q > 0) {
-        wgmma_wait<1>();
-        release(ring, seq_k(t, q - 1, C), lane);
+      if (q >= DEPTH) {
+        wgmma_wait<DEPTH>();
+        release(ring, seq_k(t, q - DEPTH, C), lane);
       }
     }
     wgmma_wait<0>();
-    release(ring, seq_k(t, NP - 1, C), lane);
+#pragma unroll
+    for (int q = NP > DEPTH ? NP - DEPTH : 0; q < NP; ++q) release(ring, seq_k(t, q, C), lane);
     fence_acc(s);
 
     // Online softmax in exp2 form over the pair: both consumers fold in the same maximum.
@@ -302,10 +307,10 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int n = 0; n < 8; ++n)
-          asm volatile("ld.shared.b32 %0, [%1];\n"
-                       : "=r"(pb[n / 2][(n & 1) * 2 + h])
-                       : "r"(sPother +
-                             tile_off(wq * 16 + (lane >> 2) + h * 8, n * 8 + (lane & 3) * 2, BR)));
+          asm volatile(
+              "ld.shared.b32 %0, [%1];\n"
+              : "=r"(pb[n / 2][(n & 1) * 2 + h])
+              : "r"(sPother + tile_off(wq * 16 + (lane >> 2) + h * 8, n * 8 + (lane & 3) * 2, BR)));
     }
 
     // O *= alpha (the previous pair's PV retired) in the warps where a row's maximum moved, then
@@ -325,11 +330,13 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
       fence_regs(pa);
       fence_regs(pb);
     }
+    // The i-th V panel of this consumer's PV: its own block's, then the other block's.
+    auto seq_pv = [&](int i) { return i < NPC ? seq_v_own(t, i, C) : seq_v_other(t, i - NPC, C); };
 #pragma unroll
     for (int i = 0; i < 2 * NPC; ++i) {
       const bool own = i < NPC;
       const int c = own ? i : i - NPC;
-      const int seq = own ? seq_v_own(t, c, C) : seq_v_other(t, c, C);
+      const int seq = seq_pv(i);
       mbar_wait(ring.full(seq), Ring::parity(seq));
       const u32 sv = ring.slot(seq);
       wgmma_fence();
@@ -342,14 +349,15 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
           wgmma<0, 1>(o[c], desc_k((own ? sPown : sPother) + ks * 32), db);
       }
       wgmma_commit();
-      if (i > 0) {
-        wgmma_wait<1>();
-        const int pc = own ? i - 1 : i - 1 - NPC;
-        release(ring, i - 1 < NPC ? seq_v_own(t, i - 1, C) : seq_v_other(t, pc, C), lane);
+      if (i >= DEPTH) {
+        wgmma_wait<DEPTH>();
+        release(ring, seq_pv(i - DEPTH), lane);
       }
     }
     wgmma_wait<0>();
-    release(ring, seq_v_other(t, NPC - 1, C), lane);
+#pragma unroll
+    for (int i = 2 * NPC > DEPTH ? 2 * NPC - DEPTH : 0; i < 2 * NPC; ++i)
+      release(ring, seq_pv(i), lane);
   }
 #pragma unroll
   for (int c = 0; c < NPC; ++c) fence_acc(o[c]);
@@ -449,7 +457,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
           produce(ring, tk, seq++, j0, q, kvh, b, rank);
           produce(ring, tk, seq++, j1, q, kvh, b, rank);
         }
-        const int v0 = split * NPO;      // this CTA's V panels
+        const int v0 = split * NPO;  // this CTA's V panels
 #pragma unroll 1
         for (int k = 0; k < NP0; ++k) {  // own blocks' V: consumer 0's panel k, consumer 1's
           produce(ring, tv, seq++, j0, v0 + k, kvh, b, rank);
@@ -486,10 +494,10 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
     const u32 sP = sQ + OFF_P;
     if (wg == 1)
       consume<0>(p, ring, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag,
-                  split);
+                 split);
     else
       consume<1>(p, ring, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag,
-                  split);
+                 split);
   }
   // A CTA leaves only when its cluster partner no longer arrives on its barriers.
   if (CL > 1) cluster_sync();

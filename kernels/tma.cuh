@@ -1,5 +1,6 @@
 // Hopper (sm_90a) asynchronous-copy and synchronization pieces: mbarriers, TMA tensor loads (with
-// cluster multicast), cluster barriers and warpgroup register reallocation.
+// cluster multicast), cluster barriers, distributed shared memory and warpgroup register
+// reallocation.
 // Device code only; the tensor maps are encoded on the host (src/gpu/tma.*) and arrive as
 // __grid_constant__ kernel parameters of type FfpaTmaDesc (params.h).
 #pragma once
@@ -87,6 +88,28 @@ __device__ __forceinline__ void cluster_sync() {
       "barrier.cluster.arrive.release.aligned;\n"
       "barrier.cluster.wait.acquire.aligned;\n" ::
           : "memory");
+}
+// cluster_sync's two halves, for work that overlaps the wait for the other CTAs.
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// Distributed shared memory: the address of `addr` (shared::cta) in CTA `rank` of the cluster,
+// and 16- and 4-byte stores there.
+__device__ __forceinline__ u32 map_rank(u32 addr, u32 rank) {
+  u32 r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void st_cluster4(u32 addr, float a, float b, float c, float d) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b),
+               "f"(c), "f"(d)
+               : "memory");
+}
+__device__ __forceinline__ void st_cluster_u32(u32 addr, u32 v) {
+  asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
 // --- register reallocation ---

@@ -413,6 +413,25 @@ void expect_forward_variant_passes(Variant& v, const std::vector<Problem>& probl
   }
 }
 
+void expect_backward_variant_passes(Variant& v, const std::vector<Problem>& problems) {
+  for (const Problem& p : problems) {
+    INFO(describe(p));
+    REQUIRE(v.supports(p).ok());
+    AttnTensors t(p, Pass::bwd);
+    const Reference ref = compute_reference(t, Pass::bwd);
+    write_forward_outputs(t, ref);
+    for (gpu::DeviceBuffer* b : {&t.dq, &t.dk, &t.dv, &t.dbias})
+      if (*b) FFPA_CUDA(cudaMemset(b->get(), 0xff, b->bytes()));
+    FFPA_CUDA(cudaDeviceSynchronize());
+    auto op = v.bind(p, v.default_knobs(p), t, gpu::open_device(0));
+    op->launch(nullptr);
+    FFPA_CUDA(cudaDeviceSynchronize());
+    const auto checks = check_outputs(t, ref, Pass::bwd);
+    REQUIRE(checks.size() == (p.mask == MaskKind::none ? 3u : 4u));
+    expect_passed(checks);
+  }
+}
+
 gpu::DeviceBuffer big_random(int64_t n, std::mt19937& rng) {
   const int64_t block = 1 << 22;
   std::normal_distribution<float> nd(0.f, 1.f);

@@ -1,7 +1,6 @@
-// Helpers shared by the ffpa kernel tests (test_compile_ffpa_fwd_sm80, test_compile_ffpa_bwd_sm80,
-// gpu_ffpa_fwd, gpu_ffpa_fwd_sm90, gpu_ffpa_bwd, gpu_ffpa_bwd_sm90): problems, 16-bit conversions,
-// device uploads, contiguous kernel parameters and the forward and backward checks against the CPU
-// reference.
+// Helpers shared by the ffpa kernel tests (test_compile_ffpa_*, gpu_ffpa_*): problems, 16-bit
+// conversions, device uploads, contiguous kernel parameters and the forward and backward checks
+// against the CPU reference.
 #pragma once
 
 #include <cstdint>
@@ -85,6 +84,8 @@ void expect_forward_close(const Problem&, const std::string& config, const BindF
 // The variant bound through AttnTensors (as the runner binds it) into poisoned outputs passes the
 // runner's FA3-rule check against the GPU fp32 reference, for each problem.
 void expect_forward_variant_passes(Variant&, const std::vector<Problem>&);
+// The same for the backward: o and lse from the reference, dq, dk, dv (and dbias) poisoned.
+void expect_backward_variant_passes(Variant&, const std::vector<Problem>&);
 
 // "D=.. B=.. Hq=.. Hkv=.. Nq=.. Nkv=.. causal=.. mask=../.. dropout=.. dtype" of a problem.
 std::string describe(const Problem&);

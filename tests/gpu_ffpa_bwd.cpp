@@ -17,7 +17,6 @@
 #include "ffpa_support.hpp"
 #include "gpu/cuda.hpp"
 #include "reference/cpu_reference.hpp"
-#include "reference/reference.hpp"
 #include "tensors/tensors.hpp"
 #include "variants/ffpa_bwd_sm80.hpp"
 
@@ -141,22 +140,7 @@ TEST_CASE("bwd through AttnTensors passes the runner's FA3-rule check", "[gpu]")
   dec.dropout = 0.1;
   Problem big = make(1, 4, 4, 257, 300, 1024);
   big.mask = MaskKind::query_key;
-  for (const Problem& p : {self, dec, big}) {
-    INFO(describe(p));
-    REQUIRE(v->supports(p).ok());
-    AttnTensors t(p, Pass::bwd);
-    const Reference ref = compute_reference(t, Pass::bwd);
-    write_forward_outputs(t, ref);
-    for (gpu::DeviceBuffer* b : {&t.dq, &t.dk, &t.dv, &t.dbias})
-      if (*b) FFPA_CUDA(cudaMemset(b->get(), 0xff, b->bytes()));
-    FFPA_CUDA(cudaDeviceSynchronize());
-    auto op = v->bind(p, v->default_knobs(p), t, gpu::open_device(0));
-    op->launch(nullptr);
-    FFPA_CUDA(cudaDeviceSynchronize());
-    const auto checks = check_outputs(t, ref, Pass::bwd);
-    REQUIRE(checks.size() == (p.mask == MaskKind::none ? 3u : 4u));
-    expect_passed(checks);
-  }
+  expect_backward_variant_passes(*v, {self, dec, big});
 }
 
 namespace {

@@ -16,7 +16,6 @@
 
 #include "ffpa_support.hpp"
 #include "gpu/cuda.hpp"
-#include "reference/reference.hpp"
 #include "tensors/tensors.hpp"
 #include "variants/ffpa_bwd_sm80.hpp"
 #include "variants/ffpa_bwd_sm90.hpp"
@@ -213,22 +212,7 @@ TEST_CASE("bwd90: the variant through AttnTensors passes the runner's FA3-rule c
   self.causal = Causal::bottom_right;
   const Problem dec = make(1, 16, 4, 1, 3000, 320, Dtype::fp16);
   const Problem odd = make(1, 4, 4, 257, 300, 136);
-  for (const Problem& p : {self, dec, odd}) {
-    INFO(describe(p));
-    REQUIRE(v->supports(p).ok());
-    AttnTensors t(p, Pass::bwd);
-    const Reference ref = compute_reference(t, Pass::bwd);
-    write_forward_outputs(t, ref);
-    for (gpu::DeviceBuffer* b : {&t.dq, &t.dk, &t.dv})
-      FFPA_CUDA(cudaMemset(b->get(), 0xff, b->bytes()));
-    FFPA_CUDA(cudaDeviceSynchronize());
-    auto op = v->bind(p, v->default_knobs(p), t, gpu::open_device(0));
-    op->launch(nullptr);
-    FFPA_CUDA(cudaDeviceSynchronize());
-    const auto checks = check_outputs(t, ref, Pass::bwd);
-    REQUIRE(checks.size() == 3u);
-    expect_passed(checks);
-  }
+  expect_backward_variant_passes(*v, {self, dec, odd});
 }
 
 namespace {

@@ -5,10 +5,11 @@ consumers' named barriers, run under random schedules.
 Each CTA of a cluster has a producer (one thread issuing TMA loads) and two consumer warpgroups
 (modelled as their 4 warps arriving together). The simulator mirrors the kernel's sequence
 functions (seq_k, seq_v_own, seq_v_other), the producer's loop order, the release rule (a panel's
-slot is released after the next panel's group is committed, the last one after wait<0>), the
+slot is released DEPTH groups later, after wait<DEPTH>; the last DEPTH after wait<0>), the
 mbarrier phase/parity rules (a fresh barrier is in phase 0; waiting for parity 1 passes), the
 expect_tx/complete_tx accounting of multicast halves, and the named barriers BAR_MAX and BAR_P.
-It checks, for every panel count, ring depth, pair count and cluster size:
+It checks, for every panel count, O-panel count of a CTA (NPO < NP: D > 512, two CTAs a query
+block), ring depth, groups in flight, pair count and cluster size:
   - no deadlock under many random interleavings,
   - every panel a consumer reads holds what it expects (kind, key block, column panel),
   - no slot is overwritten while a consumer still reads it (a TMA write into a held slot).
@@ -18,16 +19,16 @@ import random
 import sys
 
 
-def seq_k(NP, t, p, c):
-    return t * 4 * NP + 2 * p + c
+def seq_k(NP, NPO, t, p, c):
+    return t * (2 * NP + 2 * NPO) + 2 * p + c
 
 
-def seq_v_own(NP, t, k, c):
-    return t * 4 * NP + 2 * NP + 2 * k + c
+def seq_v_own(NP, NPO, t, k, c):
+    return t * (2 * NP + 2 * NPO) + 2 * NP + 2 * k + c
 
 
-def seq_v_other(NP, t, k, c):
-    return t * 4 * NP + 3 * NP + 2 * k + c
+def seq_v_other(NP, NPO, t, k, c):
+    return t * (2 * NP + 2 * NPO) + 2 * NP + NPO + 2 * k + c
 
 
 class Barrier:
@@ -56,47 +57,48 @@ class Barrier:
         return (self.phase & 1) != parity
 
 
-def producer_order(NP, npairs):
-    NP0 = (NP + 1) // 2
-    NP1 = NP - NP0
+def producer_order(NP, NPO, npairs, split=0):
+    NP0 = (NPO + 1) // 2
+    NP1 = NPO - NP0
+    v0 = split * NPO
     out = []  # (kind, block, panel) in seq order
     for t in range(npairs):
         j0, j1 = 2 * t, 2 * t + 1
         for q in range(NP):
             out += [("K", j0, q), ("K", j1, q)]
         for k in range(NP0):
-            out.append(("V", j0, k))
+            out.append(("V", j0, v0 + k))
             if k < NP1:
-                out.append(("V", j1, NP0 + k))
+                out.append(("V", j1, v0 + NP0 + k))
         for k in range(NP0):
-            out.append(("V", j1, k))
+            out.append(("V", j1, v0 + k))
             if k < NP1:
-                out.append(("V", j0, NP0 + k))
+                out.append(("V", j0, v0 + NP0 + k))
     return out
 
 
-def consumer_reads(NP, npairs, c):
+def consumer_reads(NP, NPO, npairs, c, split=0):
     """(seq, expected content, phase tag) of consumer c in program order, with the points where
     it meets the named barriers."""
-    NP0 = (NP + 1) // 2
-    NP1 = NP - NP0
-    NPC, P0 = (NP0, 0) if c == 0 else (NP1, NP0)
+    NP0 = (NPO + 1) // 2
+    NP1 = NPO - NP0
+    NPC, P0 = (NP0, split * NPO) if c == 0 else (NP1, split * NPO + NP0)
     steps = []
     for t in range(npairs):
         own, other = 2 * t + c, 2 * t + 1 - c
-        panels = [(seq_k(NP, t, q, c), ("K", own, q)) for q in range(NP)]
+        panels = [(seq_k(NP, NPO, t, q, c), ("K", own, q)) for q in range(NP)]
         steps.append(("group", panels))
         steps.append(("bar", "max"))
         steps.append(("bar", "p"))
-        pv = [(seq_v_own(NP, t, k, c), ("V", own, P0 + k)) for k in range(NPC)]
-        pv += [(seq_v_other(NP, t, k, c), ("V", other, P0 + k)) for k in range(NPC)]
+        pv = [(seq_v_own(NP, NPO, t, k, c), ("V", own, P0 + k)) for k in range(NPC)]
+        pv += [(seq_v_other(NP, NPO, t, k, c), ("V", other, P0 + k)) for k in range(NPC)]
         steps.append(("group", pv))
     return steps
 
 
-def simulate(NP, R, npairs, CL, rng):
-    order = producer_order(NP, npairs)
-    assert len(order) == 4 * NP * npairs
+def simulate(NP, NPO, R, depth, npairs, CL, rng, split=0):
+    order = producer_order(NP, NPO, npairs, split)
+    assert len(order) == (2 * NP + 2 * NPO) * npairs
     half = 8192 // CL
     ctas = []
     for _ in range(CL):
@@ -137,13 +139,13 @@ def simulate(NP, R, npairs, CL, rng):
 
     def consumer(cta, c):
         gens = {"max": 0, "p": 0}
-        for step in consumer_reads(NP, npairs, c):
+        for step in consumer_reads(NP, NPO, npairs, c, split):
             if step[0] == "bar":
                 yield from named(cta, step[1], gens[step[1]])
                 gens[step[1]] += 1
                 continue
             panels = step[1]
-            prev = None
+            inflight = []  # committed groups not yet waited for, oldest first
             for seq, tag in panels:
                 s = seq % R
                 f = ctas[cta]["full"][s]
@@ -155,12 +157,13 @@ def simulate(NP, R, npairs, CL, rng):
                                          f"slot {s} holds {got}")
                 ctas[cta]["held"][s] += 1
                 yield True
-                if prev is not None:
-                    release(cta, prev)
+                inflight.append(seq)
+                if len(inflight) > depth:  # wait<depth> retired the oldest
+                    release(cta, inflight.pop(0))
                     yield True
-                prev = seq
-            release(cta, prev)
-            yield True
+            for seq in inflight:  # wait<0>
+                release(cta, seq)
+                yield True
 
     def release(cta, seq):
         s = seq % R
@@ -187,7 +190,8 @@ def simulate(NP, R, npairs, CL, rng):
         else:
             blocked.add(i)
             if blocked == set(live):
-                raise AssertionError(f"deadlock: NP={NP} R={R} npairs={npairs} CL={CL}")
+                raise AssertionError(f"deadlock: NP={NP} NPO={NPO} R={R} depth={depth} "
+                                     f"npairs={npairs} CL={CL}")
 
 
 def main():
@@ -195,10 +199,23 @@ def main():
     cases = 0
     for NP in (2, 3, 5, 6, 7, 8):
         for R in (4, 5, 7, 8, 12, 16, 18):
-            for npairs in (0, 1, 2, 3, 5):
-                for CL in (1, 2):
-                    for _ in range(3):
-                        simulate(NP, R, npairs, CL, rng)
+            for depth in (1, 2):
+                if R < 2 * (depth + 1):
+                    continue
+                for npairs in (0, 1, 2, 3, 5):
+                    for CL in (1, 2):
+                        for _ in range(2):
+                            simulate(NP, NP, R, depth, npairs, CL, rng)
+                            cases += 1
+    # D > 512: two CTAs a query block, each streaming its share of V (the last partly past D).
+    for NP, NPO in ((9, 5), (12, 6), (16, 8)):
+        for R in (4, 8, 10):
+            for depth in (1, 2):
+                if R < 2 * (depth + 1):
+                    continue
+                for npairs in (1, 2, 3):
+                    for split in (0, 1):
+                        simulate(NP, NPO, R, depth, npairs, 1, rng, split)
                         cases += 1
     print(f"ffpa_fwd_sm90ws protocol: {cases} random schedules, no deadlock, no stale or "
           "overwritten panel")

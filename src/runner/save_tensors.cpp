@@ -108,11 +108,11 @@ std::string save_tensors(const std::string& dir, const AttnTensors& t, Pass pass
       {"dropout_seed", t.dropout_seed},
       {"dropout_offset", t.dropout_offset},
       {"layout", "[B, H, N, D]; lse [B, Hq, Nq] natural log; values widened to float32"},
-      {"note", pass == Pass::bwd ? "inputs q, k, v, bias, do, and o and lse (the fp32 reference "
-                                   "forward rounded to dtype), linked from ../" + row +
-                                       "; outputs dq, dk, dv, dbias"
-                                 : "inputs q, k, v, bias, linked from ../" + row +
-                                       "; outputs o and lse"}};
+      {"note", pass == Pass::bwd
+                   ? "inputs q, k, v, bias, do, and o and lse (the fp32 reference "
+                     "forward rounded to dtype), linked from ../" +
+                         row + "; outputs dq, dk, dv, dbias"
+                   : "inputs q, k, v, bias, linked from ../" + row + "; outputs o and lse"}};
   write_file_atomic(outputs / "meta.json", meta.dump(2) + "\n");
   return outputs.string();
 }

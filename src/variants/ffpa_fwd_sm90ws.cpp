@@ -53,8 +53,10 @@ class Fwd90wsOp : public Op {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {
-    {"slots", &Config::slots}, {"cluster", &Config::cluster}, {"psmem", &Config::psmem}};
+constexpr Knob<Config> kKnobs[] = {{"slots", &Config::slots},
+                                   {"cluster", &Config::cluster},
+                                   {"psmem", &Config::psmem},
+                                   {"depth", &Config::depth}};
 
 Support problem_check(const Problem& pr) {
   const auto& s = pr.shape;
@@ -105,7 +107,10 @@ Support check(const Config& c, int D, int smem_limit) {
   auto s = [](int v) { return std::to_string(v); };
   if (c.cluster != 1 && c.cluster != 2) return Support::no("cluster is 1 or 2");
   if (c.psmem != 0 && c.psmem != 1) return Support::no("psmem is 0 or 1");
-  if (c.slots < 4) return Support::no("slots must be at least 4 (two in flight per consumer)");
+  if (c.depth != 1 && c.depth != 2) return Support::no("depth is 1 or 2");
+  if (c.slots < 2 * (c.depth + 1))
+    return Support::no("slots must be at least " + s(2 * (c.depth + 1)) +
+                       " (depth + 1 held by each consumer)");
   if (D % 8 || D < kMinD || D > kMaxD)
     return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
                        ".." + s(kMaxD));
@@ -114,7 +119,7 @@ Support check(const Config& c, int D, int smem_limit) {
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const fwd::Features& f) {
-  std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_SLOTS, FFPA_CLUSTER, FFPA_PSMEM
+  std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_SLOTS, _CLUSTER, _PSMEM, _DEPTH
   for (const auto& [name, v] : {std::pair<const char*, int>{"FFPA_D", f.D},
                                 {"FFPA_SPLIT", splits(f.D)},
                                 {"FFPA_BF16", f.bf16},
@@ -164,9 +169,9 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
   const FfpaTmaDesc tv = gpu::tma_rows_map(p.v, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, p.v_row_stride,
                                            p.v_head_stride, p.v_batch_stride, box_rows);
   const int64_t blocks = (sh.group() * sh.Nq + 63) / 64;
-  const dim3 grid = launch_grid(
-      (blocks + c.cluster - 1) / c.cluster * c.cluster * splits(static_cast<int>(sh.D)), sh.Hkv,
-      sh.B);
+  const dim3 grid =
+      launch_grid((blocks + c.cluster - 1) / c.cluster * c.cluster * splits(static_cast<int>(sh.D)),
+                  sh.Hkv, sh.B);
   return std::make_unique<Fwd90wsOp>(nvrtc::Library(comp.cubin), p, tk, tv, grid, c.cluster,
                                      smem_bytes(c, static_cast<int>(sh.D)));
 }

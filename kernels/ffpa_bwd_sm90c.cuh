@@ -1,0 +1,523 @@
+// Flash-attention backward for Hopper (sm_90a) on clusters of two blocks that split D: wgmma,
+// compiled at run time by NVRTC. Device code only: no standard headers. Launched as
+// ffpa_bwd_sm90.cuh is: ffpa_bwd_pre_kernel and ffpa_bwd_convert_kernel (ffpa_bwd_aux.cuh) around
+// ffpa_bwd_sm90c_kernel.
+//
+// Why: ffpa_bwd_sm90.cuh keeps dK and dV of its 32 keys for the whole D in the registers of one
+// block, which forces 32-key tiles: m64n32 wgmmas (1.5 bytes of shared memory read per flop of
+// math), Q and dO reloaded for every 32 keys, and 1/80 byte of fp32 dQ reduction per flop. Here a
+// cluster of two blocks shares one key tile and each block owns half of D, so the same registers
+// hold dK and dV of twice the keys (BC = 64 up to D = 512), or the same 32 keys at twice the D
+// (D up to 1024). The price: S and dP are sums over both halves of D, exchanged through
+// distributed shared memory (two cluster barriers a query tile).
+//
+// The configuration comes in as macros (src/variants/ffpa_bwd_sm90c.cpp sets them):
+//   FFPA_D       head dim (multiple of 8, at most 1024)
+//   FFPA_BC      keys per cluster (key tile): 32 or 64
+//   FFPA_PANELS  64-column panels of each warpgroup's quarter per Q/dO cp.async group (divides NP)
+//   FFPA_DQBUF   dQ chunk accumulators: 1, or 2 (chunk c + 1 is issued before chunk c is reduced)
+//   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh
+//
+// Layout of the work: block x = 2 i + rank (rank = the block's rank in its cluster) works on key
+// tile i of one kv head and batch and loops over the query tiles (64 rows) of the packed
+// group * Nq rows of the GQA group, as ffpa_bwd_sm90.cuh does; both blocks of a cluster visit the
+// same query tiles. D is padded to DP (a multiple of 256): block `rank` owns the DC = DP / 2
+// columns [rank * DC, (rank + 1) * DC), its warpgroup w the DQ = DP / 4 columns
+// [rank * DC + w * DQ, + DQ). Shared tiles hold only the block's DC columns (its panels 0 ..
+// DC / 64 - 1). Per query tile, warpgroup w of block rank:
+//  - S_q = Q[:, quarter] K[:, quarter]^T and dP_q likewise (m64nBC, A and B K-major);
+//  - exchange in the block (ffpa_bwd_sm90.cuh's): warpgroup w ends with the block's sums of the
+//    accumulator rows of h = w (rows 16 warp + lane / 4 + 8 w);
+//  - exchange in the cluster: a thread stores those sums into the same thread's slots of the
+//    other block (st.shared::cluster) and adds the other block's: both blocks then hold the full
+//    S and dP of the same rows, bit-identical (a + b = b + a);
+//  - P, dS as in ffpa_bwd_sm90.cuh, computed by both blocks (each needs them for its own half of
+//    dV, dK, dQ); dBias is added by rank 0 only; dropout keep bits are drawn half in each block
+//    and the halves travel with the cluster exchange;
+//  - dV^T[quarter] += dO[:, quarter]^T Pd, dK^T[quarter] += Q[:, quarter]^T dS (M = DQ, N = BC);
+//  - dQ[:, quarter] = dS K[:, quarter] in 64-column chunks with K = BC keys, reduced to dq_accum
+//    with red.global.add.v4.f32 (half the bytes per flop of ffpa_bwd_sm90.cuh at BC = 64).
+// The cluster exchange reuses the block exchange buffer: barrier A (all threads of both blocks
+// have read their block exchange) precedes the remote stores, barrier B (release / acquire)
+// publishes them. The next remote stores into a block come after the next barrier A, which that
+// block's threads reach only after reading these. tools/ffpa_bwd_sm90c_sim.py checks the
+// placement, fragments, exchanges and the barrier protocol.
+#pragma once
+
+#include "ffpa_common.cuh"
+#include "tma.cuh"
+#include "wgmma.cuh"
+
+namespace ffpa_bwd90c {
+
+using namespace ffpa_dev;
+
+constexpr int D = FFPA_D;
+constexpr int BR = 64;
+constexpr int BC = FFPA_BC;
+constexpr int NN = BC / 8;  // n8 groups of an m64nBC accumulator
+constexpr int NT = 256;
+constexpr int DP = (D + 255) / 256 * 256;  // zero-filled past D
+constexpr int DC = DP / 2;                 // columns of a block
+constexpr int DQ = DP / 4;                 // columns of a warpgroup
+constexpr int NP = DQ / 64;                // 64-column panels of a warpgroup
+constexpr int PPG = FFPA_PANELS;           // of them per Q/dO cp.async group
+constexpr int NG = NP / PPG;
+constexpr int KV_PANEL = BC * 128;
+constexpr int Q_PANEL = BR * 128;
+constexpr int KV_BYTES = BC * DC * 2;
+constexpr int Q_BYTES = BR * DC * 2;
+constexpr int DQB = FFPA_DQBUF;
+constexpr int PT_BYTES = BC * BR * 2;       // P^T or dS^T
+constexpr int X_BYTES = 2 * NN * 128 * 16;  // exchange: [w][n8][thread] float4
+constexpr int ROW_BYTES = BR * 8;           // row table of a tile: lse * log2(e), delta
+constexpr int KEEP_BYTES = NT * 4;          // dropout keep bits from the other block, a thread's
+constexpr int SMEM_BYTES =
+    1024 + 2 * KV_BYTES + 2 * Q_BYTES + 2 * PT_BYTES + X_BYTES + 2 * ROW_BYTES + KEEP_BYTES;
+#define POS_INF __int_as_float(0x7f800000u)
+constexpr float LOG2E = 1.4426950408889634f;
+
+static_assert(D % 8 == 0 && D <= 1024, "D: a multiple of 8, at most 1024");
+static_assert(BC == 32 || BC == 64, "key tiles of 32 or 64");
+static_assert(NP * NN <= 32, "dK, dV (2 NP NN 4 fp32 a thread) live in registers");
+static_assert(NP % PPG == 0, "a Q/dO group holds a whole share of the quarter's panels");
+static_assert(DQB == 1 || DQB == 2, "one or two dQ chunk accumulators");
+
+// Granule (row, lc) of the block's columns (global column col = lc + the block's first).
+__device__ __forceinline__ void kv_granule(const FfpaFwdParams& f, const u16* kb, const u16* vb,
+                                           u32 sK, u32 sV, int row, int lc, int col, int n0) {
+  const int key = n0 + row;
+  const bool ok = key < f.Nkv && col < D;
+  const u32 off = tile_off(row, lc, BC);
+  const long long ko = (long long)key * f.k_row_stride + col;
+  const long long vo = (long long)key * f.v_row_stride + col;
+  cp_async16(sK + off, ok ? kb + ko : kb, ok);
+  cp_async16(sV + off, ok ? vb + vo : vb, ok);
+}
+__device__ __forceinline__ void qdo_gran(QdoRow src, u32 sQ, u32 sO, int row, int lc, int col) {
+  const bool ok = src.ok && col < D;
+  const u32 off = tile_off(row, lc, BR);
+  cp_async16(sQ + off, ok ? src.q + col : src.q, ok);
+  cp_async16(sO + off, ok ? src.o + col : src.o, ok);
+}
+
+}  // namespace ffpa_bwd90c
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd90c::NT, 1)
+    ffpa_bwd_sm90c_kernel(const FfpaBwdParams p) {
+  using namespace ffpa_bwd90c;
+  const FfpaFwdParams& f = p.fwd;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // The swizzle is a function of absolute address bits 7..9: align the tiles to 1024 bytes. The
+  // dynamic base is the same in both blocks (same kernel, same static shared memory), so the
+  // exchange slots are at the same offsets in both.
+  const u32 raw = smem_u32(smem_raw);
+  const u32 sK = (raw + 1023u) & ~1023u;
+  unsigned char* smem = smem_raw + (sK - raw);
+  const u32 sV = sK + KV_BYTES;
+  const u32 sQ = sV + KV_BYTES;
+  const u32 sO = sQ + Q_BYTES;   // dO
+  const u32 sPt = sO + Q_BYTES;  // P^T, then dS^T
+  const u32 sSt = sPt + PT_BYTES;
+  float4* xbuf = reinterpret_cast<float4*>(smem + 2 * KV_BYTES + 2 * Q_BYTES + 2 * PT_BYTES);
+  // Row tables of two consecutive query tiles (the next one is staged while dQ of this one is
+  // still reduced): per row lse * log2(e) (+inf: no gradient) and delta.
+  unsigned char* rows_base = smem + 2 * KV_BYTES + 2 * Q_BYTES + 2 * PT_BYTES + X_BYTES;
+  // Dropout: the keep bits the other block drew for this thread's row (slot tid).
+  u32* keep_in = reinterpret_cast<u32*>(rows_base + 2 * ROW_BYTES);
+
+  const int tid = threadIdx.x, lane = tid & 31;
+  // The warpgroup index through a shuffle, so that ptxas knows it is warp-uniform.
+  const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0), t128 = tid & 127, wq = t128 >> 5;
+  const int rank = (int)cluster_rank();
+  const int cbase = rank * DC;  // the block's first column of D
+  const int n0 = (blockIdx.x >> 1) * BC;
+  const int kvh = blockIdx.y, b = blockIdx.z;
+  const int rows_total = f.group * f.Nq;
+  const int diag = FFPA_CAUSAL == 1 ? f.Nkv - f.Nq : 0;  // row r sees keys k <= r + diag
+  const int ntile = (rows_total + BR - 1) / BR;
+
+  // K and V of the key tile (the block's columns), resident: the first cp.async group.
+  {
+    const u16* kb = static_cast<const u16*>(f.k) + b * f.k_batch_stride + kvh * f.k_head_stride;
+    const u16* vb = static_cast<const u16*>(f.v) + b * f.v_batch_stride + kvh * f.v_head_stride;
+#pragma unroll 4
+    for (int idx = tid; idx < BC * DC / 8; idx += NT) {
+      const int row = idx / (DC / 8), lc = (idx % (DC / 8)) * 8;
+      kv_granule(f, kb, vb, sK, sV, row, lc, cbase + lc, n0);
+    }
+    cp_async_commit();
+  }
+
+  // Causal: query tiles that see none of the key tile's keys are skipped (cluster-uniform: both
+  // blocks have the same n0, so they meet at the same cluster barriers).
+  auto next_tile = [&](int t) {
+    for (; FFPA_CAUSAL && t < ntile; ++t) {
+      const int m0 = t * BR, i_hi = min(m0 + BR, rows_total) - 1;
+      const int r_hi = m0 / f.Nq != i_hi / f.Nq ? f.Nq - 1 : i_hi % f.Nq;
+      if (r_hi + diag >= n0) break;
+    }
+    return t;
+  };
+
+  // Row table (into parity par) and the NG cp.async groups of Q and dO of query tile t; group g
+  // holds panels g * PPG .. + PPG - 1 of both warpgroups' quarters.
+  const u16* qb = static_cast<const u16*>(f.q) + b * f.q_batch_stride;
+  const u16* ob = static_cast<const u16*>(p.dout) + b * p.do_batch_stride;
+  auto stage = [&](int t, int par) {
+    const int m0 = t * BR;
+    if (tid < BR) {
+      const int i = m0 + tid;
+      float l = POS_INF, dl = 0.f;
+      if (i < rows_total) {
+        const long long lrow = ((long long)b * f.Hq + kvh * f.group + i / f.Nq) * f.Nq + i % f.Nq;
+        const float x = f.lse[lrow];
+        if (x != NEG_INF) l = x * LOG2E;  // a row that sees no key has no gradient
+        dl = p.delta[lrow];
+      }
+      float* rt = reinterpret_cast<float*>(rows_base + par * ROW_BYTES);
+      rt[tid] = l;
+      rt[BR + tid] = dl;
+    }
+    // A thread loads the same RPT rows and granule column of every panel: their sources are
+    // computed once per tile (ffpa_bwd_sm90.cuh: a division per granule cost 30 %).
+    constexpr int RPT = BR * 8 / NT;
+    QdoRow src[RPT];
+#pragma unroll
+    for (int j = 0; j < RPT; ++j)
+      src[j] = qdo_row(p, qb, ob, m0 + (tid >> 3) + j * (NT / 8), rows_total, kvh);
+#pragma unroll 1
+    for (int g = 0; g < NG; ++g) {
+#pragma unroll
+      for (int q = 0; q < 2 * PPG; ++q) {
+        const int lc = ((q / PPG) * NP + g * PPG + q % PPG) * 64 + (tid & 7) * 8;
+#pragma unroll
+        for (int j = 0; j < RPT; ++j)
+          qdo_gran(src[j], sQ, sO, (tid >> 3) + j * (NT / 8), lc, cbase + lc);
+      }
+      cp_async_commit();
+    }
+  };
+
+  float dv[NP][NN][4], dk[NP][NN][4];
+#pragma unroll
+  for (int c = 0; c < NP; ++c)
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dv[c][n][e] = dk[c][n][e] = 0.f;
+
+  const int key0 = n0 + (lane & 3) * 2;  // key of this thread's first accumulator column
+#if FFPA_DBIAS == 1
+  // dBias column sums of the thread's keys (a key bias [1,1,1,Nkv]) over every query tile. The
+  // bias itself is read per tile (cached): held in registers too, it spilled at D = 512, bc = 64.
+  float colsum[NN][2];
+#pragma unroll
+  for (int n = 0; n < NN; ++n) colsum[n][0] = colsum[n][1] = 0.f;
+#endif
+  // This thread's exchange slot n, and the same slot in the other block.
+  const u32 xmine = smem_u32(xbuf + wg * NN * 128 + t128);
+  const u32 xpeer = map_rank(xmine, rank ^ 1);
+  const u32 keep_peer = map_rank(smem_u32(keep_in + tid), rank ^ 1);
+  int t = next_tile(0), par = 0;
+  if (t < ntile) stage(t, 0);
+  while (t < ntile) {
+    const int tn = next_tile(t + 1);
+    const float* rt = reinterpret_cast<const float*>(rows_base + par * ROW_BYTES);
+    const int m0 = t * BR;
+    // Query row and q head of packed row `row` of the tile; r = -1 past the last row.
+    auto row_of = [&](int row, int& r, int& hq) {
+      const int i = m0 + row;
+      r = i < rows_total ? i % f.Nq : -1;
+      hq = kvh * f.group + i / f.Nq;
+    };
+
+    // Phase 1: S and dP over the warpgroup's quarter of D, one wgmma group per Q/dO group.
+    float s[NN][4], dp[NN][4];
+#pragma unroll
+    for (int g = 0; g < NG; ++g) {
+      cp_async_wait_upto<NG - 1>(NG - 1 - g);
+      fence_proxy_async();  // cp.async writes are generic-proxy, wgmma reads async-proxy
+      __syncthreads();
+      const int pn = wg * NP + g * PPG;  // first panel of the group in this quarter
+      const u32 sq = opaque(sQ + pn * Q_PANEL), so = opaque(sO + pn * Q_PANEL);
+      const u32 sk = opaque(sK + pn * KV_PANEL), sv = opaque(sV + pn * KV_PANEL);
+      wgmma_fence();
+#pragma unroll
+      for (int pp = 0; pp < PPG; ++pp)
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          const u64 dq_ = desc_k(sq + pp * Q_PANEL + kk * 32);
+          const u64 dk_ = desc_k(sk + pp * KV_PANEL + kk * 32);
+          const u64 do_ = desc_k(so + pp * Q_PANEL + kk * 32);
+          const u64 dv_ = desc_k(sv + pp * KV_PANEL + kk * 32);
+          if (g == 0 && pp == 0 && kk == 0) {
+            wgmma_first<0, 0>(s, dq_, dk_);
+            wgmma_first<0, 0>(dp, do_, dv_);
+          } else {
+            wgmma<0, 0>(s, dq_, dk_);
+            wgmma<0, 0>(dp, do_, dv_);
+          }
+        }
+      wgmma_commit();
+    }
+    wgmma_wait<0>();
+    fence_acc(s);
+    fence_acc(dp);
+
+    // Exchange in the block: warpgroup w finishes the accumulator rows of h = w. A thread hands
+    // over its h = 1 - w partials (same warp and lane of the other warpgroup: the same
+    // positions) and adds the other's h = w partials. Selects, not indexing by wg: the arrays
+    // stay in registers.
+    float sm[NN][2], dm[NN][2];
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
+      xbuf[(wg * NN + n) * 128 + t128] = wg ? make_float4(s[n][0], s[n][1], dp[n][0], dp[n][1])
+                                            : make_float4(s[n][2], s[n][3], dp[n][2], dp[n][3]);
+    __syncthreads();
+#pragma unroll
+    for (int n = 0; n < NN; ++n) {
+      const float4 x = xbuf[((1 - wg) * NN + n) * 128 + t128];
+      sm[n][0] = (wg ? s[n][2] : s[n][0]) + x.x;
+      sm[n][1] = (wg ? s[n][3] : s[n][1]) + x.y;
+      dm[n][0] = (wg ? dp[n][2] : dp[n][0]) + x.z;
+      dm[n][1] = (wg ? dp[n][3] : dp[n][1]) + x.w;
+    }
+    // Barrier A (below) arrives here: this thread has read its block exchange. The keep bits are
+    // drawn while the other block gets there.
+    cluster_arrive();
+#if FFPA_DROPOUT
+    // Keep bits of the thread's row (bit 2n + e): this block draws the n8 groups of its half,
+    // n in [rank NN / 2, (rank + 1) NN / 2), and the other block's half comes with the cluster
+    // exchange, so each P element's Philox draw is made once per cluster. The forward's element
+    // ((b Hq + hq) Nq + r) Nkv + key; one draw live at a time (a rolled loop).
+    u32 keep = 0;
+    {
+      int r, hq;
+      row_of(wq * 16 + (lane >> 2) + wg * 8, r, hq);
+      const unsigned long long erow =
+          (((unsigned long long)b * f.Hq + hq) * f.Nq + max(r, 0)) * (unsigned long long)f.Nkv +
+          key0;
+#pragma unroll 1
+      for (int n = rank * (NN / 2); n < (rank + 1) * (NN / 2); ++n) {
+        float k2[2] = {1.f, 1.f};
+        dropout2(f.dropout_seed, f.dropout_offset + erow + n * 8, f.dropout_p, k2);
+        keep |= (k2[0] != 0.f ? 1u : 0u) << (2 * n) | (k2[1] != 0.f ? 2u : 0u) << (2 * n);
+      }
+    }
+#endif
+    // Exchange in the cluster. Barrier A: every thread of both blocks has read its block
+    // exchange, so the slots may be overwritten from the other block. Each thread then sends its
+    // sums (and its keep bits) to the same thread of the other block (slot wg, n and keep slot
+    // tid: read by it alone), barrier B publishes them, and both add: S and dP of the rows are
+    // the same in both blocks.
+    cluster_wait();
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
+      st_cluster4(xpeer + n * 128 * 16, sm[n][0], sm[n][1], dm[n][0], dm[n][1]);
+#if FFPA_DROPOUT
+    st_cluster_u32(keep_peer, keep);
+#endif
+    cluster_sync();
+#if FFPA_DROPOUT
+    keep |= keep_in[tid];
+#endif
+#pragma unroll
+    for (int n = 0; n < NN; ++n) {
+      const float4 x = xbuf[(wg * NN + n) * 128 + t128];
+      sm[n][0] += x.x;
+      sm[n][1] += x.y;
+      dm[n][0] += x.z;
+      dm[n][1] += x.w;
+    }
+
+    // P and dS of the thread's rows, stored transposed: [key][query row], 2-byte stores.
+    {
+      const int row = wq * 16 + (lane >> 2) + wg * 8;
+      const float l = rt[row], dl = rt[BR + row];
+      int r, hq;
+      row_of(row, r, hq);
+      const int causal_lim = r + diag - key0;  // columns past it are masked
+      const int kv_lim = f.Nkv - key0;
+#if FFPA_DBIAS >= 2
+      const long long boff =
+          b * f.bias_batch_stride + hq * f.bias_head_stride + max(r, 0) * f.bias_row_stride + key0;
+#endif
+#pragma unroll
+      for (int n = 0; n < NN; ++n) {
+        float pr[2], pd[2], ds[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int kof = n * 8 + e;
+          const bool masked = kof >= kv_lim || (FFPA_CAUSAL && kof > causal_lim);
+          float x = sm[n][e] * f.scale_log2 - l;
+#if FFPA_DBIAS == 1
+          if (kof < kv_lim) x += bias_at(f, key0 + kof) * LOG2E;
+#elif FFPA_DBIAS >= 2
+          if (kof < kv_lim) x += bias_at(f, boff + kof) * LOG2E;
+#endif
+          pr[e] = masked ? 0.f : exp2f(x);
+          pd[e] = pr[e];
+        }
+#if FFPA_DROPOUT
+        // Pd = P keep / (1 - p) goes to dV; dS = Pd dP - P delta.
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          pd[e] = keep >> (2 * n + e) & 1 ? pd[e] * f.dropout_scale : 0.f;
+          ds[e] = pd[e] * dm[n][e] - pr[e] * dl;
+        }
+#else
+#pragma unroll
+        for (int e = 0; e < 2; ++e) ds[e] = pr[e] * (dm[n][e] - dl);
+#endif
+#if FFPA_DBIAS == 1
+#pragma unroll
+        for (int e = 0; e < 2; ++e) colsum[n][e] += ds[e];
+#elif FFPA_DBIAS >= 2
+          // Both blocks hold the same dS: rank 0 adds it.
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (rank == 0 && r >= 0 && n * 8 + e < kv_lim)
+            put_dbias(p, b, hq, r, key0 + n * 8 + e, ds[e]);
+#endif
+        const u32 pp2 = pack2(pd[0], pd[1]), ds2 = pack2(ds[0], ds[1]);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const u32 off = tile_off(n * 8 + (lane & 3) * 2 + e, row, BC);
+          st_b16(sPt + off, e ? pp2 >> 16 : pp2);
+          st_b16(sSt + off, e ? ds2 >> 16 : ds2);
+        }
+      }
+    }
+    fence_proxy_async();
+    __syncthreads();  // P^T and dS^T of both warpgroups published
+
+    // dQ[:, quarter] = dS K[:, quarter], chunk c: columns cbase + w * DQ + c * 64 .. + 63.
+    float dqs[DQB][8][4];
+    auto dq_issue = [&](int c, int bi) {
+      float(&dq)[8][4] = dqs[bi];
+      const u32 kp = opaque(sK + (wg * NP + c) * KV_PANEL), st = opaque(sSt);
+      wgmma_first<1, 1>(dq, desc_mn(st), desc_mn(kp));
+#pragma unroll
+      for (int ks = 1; ks < BC / 16; ++ks)
+        wgmma<1, 1>(dq, desc_mn(st + ks * 16 * 128), desc_mn(kp + ks * 16 * 128));
+      wgmma_commit();
+    };
+    // Lane pairs swap half their fragment so that each lane holds 4 neighbouring columns of one
+    // row (even lanes row g, odd lanes row g + 8): one vector reduction each.
+    auto dq_reduce = [&](int c, int bi) {
+      float(&dq)[8][4] = dqs[bi];
+      fence_acc(dq);
+      const bool odd = lane & 1;
+      const int row = wq * 16 + (lane >> 2) + (odd ? 8 : 0);
+      int r, hq;
+      row_of(row, r, hq);
+      const long long lrow = ((long long)b * f.Hq + hq) * f.Nq + r;
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float s0 = odd ? dq[n][0] : dq[n][2], s1 = odd ? dq[n][1] : dq[n][3];
+        const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1);
+        const float r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+        const int col = cbase + wg * DQ + c * 64 + n * 8 + (lane & 2) * 2;
+        if (r >= 0 && col < D) {
+          const float4 v = odd ? make_float4(r0, r1, dq[n][2], dq[n][3])
+                               : make_float4(dq[n][0], dq[n][1], r0, r1);
+          red_add4(p.dq_accum + lrow * D + col, v, f.scale);
+        }
+      }
+    };
+
+    // dQ chunk 0 first, so that its reduction overlaps dV and dK (wait_group retires in order).
+    wgmma_fence();
+    dq_issue(0, 0);
+    {
+      const u32 so = opaque(sO + wg * NP * Q_PANEL), sq = opaque(sQ + wg * NP * Q_PANEL);
+      const u32 pt = opaque(sPt), st = opaque(sSt);
+#pragma unroll
+      for (int c = 0; c < NP; ++c)
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          wgmma<1, 0>(dv[c], desc_mn(so + c * Q_PANEL + ks * 16 * 128), desc_k(pt + ks * 32));
+          wgmma<1, 0>(dk[c], desc_mn(sq + c * Q_PANEL + ks * 16 * 128), desc_k(st + ks * 32));
+        }
+      wgmma_commit();
+    }
+    wgmma_wait<1>();
+    dq_reduce(0, 0);
+    // dV and dK retired in both warpgroups: Q and dO are free for the next tile's loads.
+    wgmma_wait<0>();
+    __syncthreads();
+    if (tn < ntile) stage(tn, par ^ 1);
+      // DQB = 2: chunk c + 1 is in flight while chunk c is reduced; its accumulator held chunk
+      // c - 1, reduced in the previous step (chunk 0 before the staging).
+#pragma unroll
+    for (int c = 1; c < NP; ++c) {
+      const int bi = DQB == 2 ? c & 1 : 0;
+      if (DQB == 1 || c == 1) {
+        wgmma_fence();
+        dq_issue(c, bi);
+      }
+      if (DQB == 2 && c + 1 < NP) {
+        wgmma_fence();
+        dq_issue(c + 1, (c + 1) & 1);
+        wgmma_wait<1>();
+      } else {
+        // Retire every group inside the iteration: one in flight across the back edge makes
+        // ptxas serialize the kernel's wgmmas (C7514/C7515, ffpa_fwd_sm90.cuh).
+        wgmma_wait<0>();
+      }
+      dq_reduce(c, bi);
+    }
+    t = tn;
+    par ^= 1;
+  }
+#pragma unroll
+  for (int c = 0; c < NP; ++c) {
+    fence_acc(dv[c]);
+    fence_acc(dk[c]);
+  }
+  cp_async_wait<0>();  // no query tile at all: K/V copies still in flight
+#if FFPA_DBIAS == 1
+  // dBias column sums (the same in both blocks: rank 0 adds them): over the 8 row lanes of each
+  // key, then one atomic per warp and key.
+  if (rank == 0) {
+#pragma unroll
+    for (int n = 0; n < NN; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float v = colsum[n][e];
+        v += __shfl_xor_sync(0xffffffffu, v, 4);
+        v += __shfl_xor_sync(0xffffffffu, v, 8);
+        v += __shfl_xor_sync(0xffffffffu, v, 16);
+        const int key = key0 + n * 8 + e;
+        if (lane < 4 && key < f.Nkv) atomicAdd(p.dbias_accum + key, v);
+      }
+  }
+#endif
+
+  // dK, dV of the key tile and quarter in the input dtype (zero where no query saw a key). The
+  // accumulators are transposed (rows: D, columns: keys): neighbours in a pair are two keys.
+  u16* dkb = static_cast<u16*>(p.dk) + b * p.dk_batch_stride + kvh * p.dk_head_stride;
+  u16* dvb = static_cast<u16*>(p.dv) + b * p.dv_batch_stride + kvh * p.dv_head_stride;
+#pragma unroll
+  for (int c = 0; c < NP; ++c)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int col = cbase + wg * DQ + c * 64 + wq * 16 + (lane >> 2) + h * 8;
+      if (col >= D) continue;
+#pragma unroll
+      for (int n = 0; n < NN; ++n) {
+        const u32 k2 = pack2(dk[c][n][h * 2] * f.scale, dk[c][n][h * 2 + 1] * f.scale);
+        const u32 v2 = pack2(dv[c][n][h * 2], dv[c][n][h * 2 + 1]);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int key = key0 + n * 8 + e;
+          if (key >= f.Nkv) continue;
+          dkb[(long long)key * p.dk_row_stride + col] = (u16)(e ? k2 >> 16 : k2);
+          dvb[(long long)key * p.dv_row_stride + col] = (u16)(e ? v2 >> 16 : v2);
+        }
+      }
+    }
+}
+
+#include "ffpa_bwd_aux.cuh"

@@ -1,0 +1,66 @@
+// The Hopper cluster backward (kernels/ffpa_bwd_sm90c.cuh) below the Variant interface: its
+// configuration, what a configuration costs, the NVRTC options it compiles with, and an Op bound to
+// a filled FfpaBwdParams. Features, the preprocess and convert kernels and the Op are the sm80
+// backward's (bwd::Features, bwd::make_op).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/types.hpp"
+#include "gpu/cuda.hpp"
+#include "gpu/nvrtc.hpp"
+#include "params.h"
+#include "variants/ffpa_bwd_sm80.hpp"
+#include "variants/op.hpp"
+
+namespace ffpa::bwd90c {
+
+// Knobs of the kernel, as in configs/grids/ffpa-bwd-sm90c.json. A cluster of two blocks of two
+// warpgroups works on one key tile; each block owns half of D (padded to 256), each warpgroup a
+// quarter; query tiles of 64 rows.
+struct Config {
+  int bc = 64;     // keys per key tile: 32 or 64 (64 only with D padded to at most 512)
+  int panels = 1;  // 64-column panels of each quarter per Q/dO cp.async group (divides DP / 256)
+  int dqbuf = 1;   // dQ chunk accumulators: 2 issues chunk c + 1 before reducing chunk c
+
+  static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
+  Knobs knobs() const;
+  static constexpr int threads() { return 256; }
+  static constexpr int cluster = 2;
+};
+
+constexpr int kMaxD = 1024;  // dK and dV of a quarter of D live in registers
+
+// Whether the kernel handles the problem: D a multiple of 8 up to 1024.
+Support problem_check(const Problem&);
+
+const std::vector<std::string>& knob_names();
+Config default_config(const Problem&);
+int smem_bytes(const Config&, int D);
+// Accumulator registers per thread (dK, dV, and dQ's chunk), the part that grows with D.
+int accumulator_registers(const Config&, int D);
+// Whether the configuration can run D on a device of this shared-memory limit.
+Support check(const Config&, int D, int smem_limit);
+
+std::vector<std::string> nvrtc_options(const Config&, const bwd::Features&);
+// Compiles (or reads from the cubin cache) for sm_90a.
+nvrtc::Compiled compile(const Config&, const bwd::Features&);
+
+// What bind() compiles for the problem on the device; needs no GPU. Throws Unsupported off
+// Hopper, for a problem the kernel refuses, when the configuration does not fit or ptxas spilled.
+nvrtc::Compiled compile_for(const Problem&, const Config&, const gpu::DeviceInfo&);
+
+// Binds a compiled configuration to tensors described by `params` (as for bwd::bind).
+std::unique_ptr<Op> bind(const Problem&, const Config&, const FfpaBwdParams& params,
+                         const gpu::DeviceInfo&);
+
+}  // namespace ffpa::bwd90c
+
+namespace ffpa {
+
+// The "ffpa-bwd-sm90c" variant over this kernel (listed in runner/registry.cpp).
+std::unique_ptr<Variant> make_ffpa_bwd_sm90c();
+
+}  // namespace ffpa

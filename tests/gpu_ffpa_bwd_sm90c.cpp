@@ -1,0 +1,216 @@
+// The Hopper cluster backward (ffpa-bwd-sm90c) against the double-precision CPU reference on
+// random data (random dO, the reference forward's o and lse; FA3's rule via
+// expect_backward_close): self, cross, decode, GQA/MQA, causal both alignments (Nq < Nkv and
+// Nq > Nkv), lengths 1, 7, 127, 300, B > 1, D 64..1024 (padded to 256 inside, split over the two
+// blocks of a cluster), both dtypes, dropout, additive bias in every shape and dtype with dBias
+// (added by one block of the two), every knob. Outputs are poisoned (NaN) before the run so an
+// unwritten element fails. "[bench]" times B=1 H=32 N=8192 against ffpa-bwd-sm90 with CUDA
+// events. Needs an sm_90 GPU: elsewhere every case warns and returns.
+#include <catch2/catch.hpp>
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "ffpa_support.hpp"
+#include "gpu/cuda.hpp"
+#include "tensors/tensors.hpp"
+#include "variants/ffpa_bwd_sm90.hpp"
+#include "variants/ffpa_bwd_sm90c.hpp"
+
+using namespace ffpa;
+using namespace ffpa::test;
+
+namespace {
+
+bool hopper() {
+  static const bool yes = gpu::open_device(0).sm_major == 9;
+  if (!yes) WARN("not an sm_90 GPU: ffpa-bwd-sm90c is not tested here");
+  return yes;
+}
+
+void expect_close(const Problem& pr, std::optional<bwd90c::Config> cfg = std::nullopt) {
+  const bwd90c::Config c = cfg ? *cfg : bwd90c::default_config(pr);
+  expect_backward_close(
+      pr, to_string(c.knobs()), [&](const FfpaBwdParams& p, const gpu::DeviceInfo& dev) {
+        REQUIRE(bwd90c::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).ok());
+        return bwd90c::bind(pr, c, p, dev);
+      });
+}
+
+constexpr Dtype kTypes[] = {Dtype::bf16, Dtype::fp16};
+constexpr int kDims[] = {64, 320, 512, 576, 1024};
+
+}  // namespace
+
+TEST_CASE("bwd90c: smallest case first (one key tile, one query tile, D=128)", "[gpu]") {
+  if (!hopper()) return;
+  expect_close(make(1, 1, 1, 64, 64, 128));
+}
+
+TEST_CASE("bwd90c: self-attention, lengths 1, 7, 127, 300, D 64..1024, B > 1", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : kDims) {
+      for (int n : {1, 7, 127, 300}) expect_close(make(1, 2, 1, n, n, D, dt));
+      expect_close(make(2, 2, 2, 77, 77, D, dt));  // B > 1
+    }
+}
+
+TEST_CASE("bwd90c: head dims 72..1016, padded to whole 256-column halves", "[gpu]") {
+  if (!hopper()) return;
+  for (int D : {72, 136, 384, 520, 1016}) expect_close(make(1, 2, 2, 100, 90, D));
+}
+
+TEST_CASE("bwd90c: cross-attention and decode (Nq = 1)", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : kDims) {
+      expect_close(make(2, 2, 2, 45, 150, D, dt));
+      expect_close(make(2, 4, 4, 1, 333, D, dt));
+      expect_close(make(1, 8, 2, 1, 200, D, dt));  // decode GQA: 4 rows of one query tile
+    }
+}
+
+TEST_CASE("bwd90c: GQA and MQA, dK/dV summed over the group inside the kernel", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : kDims) {
+      expect_close(make(2, 8, 2, 50, 90, D, dt));
+      expect_close(make(1, 6, 1, 45, 70, D, dt));
+    }
+}
+
+TEST_CASE("bwd90c: causal, both alignments, Nq < Nkv and Nq > Nkv", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : kDims)
+      for (Causal c : {Causal::bottom_right, Causal::top_left})
+        for (auto [nq, nkv] : {std::pair{99, 99}, {40, 150}, {150, 40}, {1, 77}, {400, 400}}) {
+          Problem p = make(2, 4, 2, nq, nkv, D, dt);
+          if (nq == 400) p.shape.B = 1, p.shape.Hq = 2, p.shape.Hkv = 1;
+          p.causal = c;
+          expect_close(p);
+        }
+}
+
+TEST_CASE("bwd90c: dropout replays the forward's Philox stream", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : kDims) {
+      if (dt == Dtype::fp16 && D != 512) continue;  // the dtype does not touch the Philox path
+      Problem p = make(2, 2, 1, 60, 75, D, dt);
+      p.dropout = 0.1;
+      expect_close(p);
+      Problem d = make(1, 4, 4, 1, 180, D, dt);
+      d.dropout = 0.2;
+      expect_close(d);
+      Problem c = make(2, 4, 2, 127, 99, D, dt);
+      c.causal = Causal::top_left;
+      c.dropout = 0.1;
+      expect_close(c);
+    }
+}
+
+TEST_CASE("bwd90c: additive bias: key, query_key and full shapes, fp32 and input dtype, dBias",
+          "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : {64, 512, 1024}) {  // 320 and 576: in the combinations below
+      if (dt == Dtype::fp16 && D != 512) continue;
+      for (const Problem& p : bias_problems(D, dt)) expect_close(p);
+    }
+}
+
+TEST_CASE("bwd90c: combinations: causal + bias + dropout + GQA", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : kTypes)
+    for (int D : kDims) {
+      if (dt == Dtype::fp16 && D != 512) continue;
+      Problem p = make(2, 4, 2, 70, 101, D, dt);
+      p.causal = Causal::bottom_right;
+      p.mask = MaskKind::key;
+      p.dropout = 0.1;
+      expect_close(p);
+      p.causal = Causal::top_left;
+      p.mask = MaskKind::full;
+      p.mask_dtype = MaskDtype::input;
+      expect_close(p);
+      p.mask = MaskKind::query_key;
+      expect_close(p, bwd90c::Config{32, 1, 1});
+    }
+}
+
+TEST_CASE("bwd90c: every knob (bc, panels, dqbuf) at D = 320, 512, 576, 1024", "[gpu]") {
+  if (!hopper()) return;
+  for (int D : {320, 512, 576, 1024}) {
+    Problem p = make(2, 4, 2, 70, 101, D);
+    p.causal = Causal::bottom_right;
+    const int np = (D + 255) / 256;  // 64-column panels of a quarter
+    for (int bc : {32, 64})
+      for (int panels : {1, 2, 4})
+        for (int dqbuf : {1, 2}) {
+          const bwd90c::Config c{bc, panels, dqbuf};
+          if (np % panels || (bc == 64 && np > 2) || (dqbuf == 2 && np < 3)) continue;
+          expect_close(p, c);
+        }
+  }
+}
+
+TEST_CASE("bwd90c: many query tiles and key tiles (GQA, causal, B > 1)", "[gpu]") {
+  if (!hopper()) return;
+  for (int D : {512, 1024}) {
+    Problem p = make(2, 4, 2, 333, 333, D);
+    expect_close(p);
+    p.causal = Causal::bottom_right;
+    expect_close(p);
+  }
+}
+
+TEST_CASE("bwd90c: the variant through AttnTensors passes the runner's FA3-rule check", "[gpu]") {
+  if (!hopper()) return;
+  auto v = make_ffpa_bwd_sm90c();
+  Problem self = make(2, 8, 2, 333, 333, 512);
+  self.causal = Causal::bottom_right;
+  const Problem dec = make(1, 16, 4, 1, 3000, 320, Dtype::fp16);
+  const Problem odd = make(1, 4, 4, 257, 300, 136);
+  const Problem big = make(1, 2, 1, 200, 260, 1024);
+  expect_backward_variant_passes(*v, {self, dec, odd, big});
+}
+
+namespace {
+
+void bench90c(const char* name, const Problem& pr, const bwd90c::Config& c) {
+  bench_backward(name, pr, "sm90c " + to_string(c.knobs()),
+                 [&](AttnTensors& t, const gpu::DeviceInfo& dev) {
+                   return bwd90c::bind(pr, c, t.bwd_params(), dev);
+                 });
+}
+void bench90(const char* name, const Problem& pr) {
+  bench_backward(name, pr, "sm90 default", [&](AttnTensors& t, const gpu::DeviceInfo& dev) {
+    return bwd90::bind(pr, bwd90::default_config(pr), t.bwd_params(), dev);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("sm90c backward timings", "[.][bench]") {
+  if (!hopper()) return;
+  const int N = 8192;
+  for (int D : {512, 320}) {
+    const Problem self = make(1, 32, 32, N, N, D);
+    bench90("self", self);
+    for (int bc : {32, 64})
+      for (int panels : {1, 2}) bench90c("self", self, bwd90c::Config{bc, panels, 1});
+    Problem causal = self;
+    causal.causal = Causal::bottom_right;
+    bench90("causal", causal);
+    bench90c("causal", causal, bwd90c::default_config(causal));
+    const Problem gqa = make(1, 32, 8, N, N, D);
+    bench90("gqa", gqa);
+    bench90c("gqa", gqa, bwd90c::default_config(gqa));
+  }
+  const Problem big = make(1, 32, 32, N, N, 1024);
+  for (int panels : {1, 2, 4})
+    for (int dqbuf : {1, 2}) bench90c("D=1024", big, bwd90c::Config{32, panels, dqbuf});
+}
