@@ -72,8 +72,11 @@ constexpr int OFF_P = OFF_RING + R * PANEL;
 constexpr int OFF_STATS = OFF_P + P_BYTES;        // row maxima and sums of both consumers, floats
 constexpr int OFF_ROWS = OFF_STATS + 4 * BR * 4;  // query index and q head per row, ints
 constexpr int OFF_DROP = OFF_ROWS + 2 * BR * 4;   // dropout seed and p (16 bytes)
-constexpr int OFF_BARS = OFF_DROP + 16;           // full[R], empty[R]
-constexpr int SMEM_BYTES = 1024 + OFF_BARS + 2 * R * 8;
+// full[R], then empty[R], each array from a 128-byte line of its own: the consumers poll the full
+// barriers while the producer polls the empty ones.
+constexpr int BAR_ARRAY = (R * 8 + 127) / 128 * 128;
+constexpr int OFF_BARS = (OFF_DROP + 16 + 127) / 128 * 128;
+constexpr int SMEM_BYTES = 1024 + OFF_BARS + 2 * BAR_ARRAY;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 constexpr float RESCALE_SLACK = 8.f;
@@ -98,10 +101,10 @@ struct DropParams {
 };
 
 struct Ring {
-  u32 base, bars;  // slot 0 and full[0] (empty[i] = full[R + i])
+  u32 base, bars;  // slot 0 and full[0] (empty[0] = bars + BAR_ARRAY)
   __device__ u32 slot(int seq) const { return base + opaque((u32)(seq % R) * PANEL); }
   __device__ u32 full(int seq) const { return bars + opaque((u32)(seq % R) * 8); }
-  __device__ u32 empty(int seq) const { return bars + opaque((u32)(R + seq % R) * 8); }
+  __device__ u32 empty(int seq) const { return bars + BAR_ARRAY + opaque((u32)(seq % R) * 8); }
   __device__ static u32 parity(int seq) { return (u32)(seq / R) & 1u; }
 };
 
