@@ -69,14 +69,14 @@ constexpr int NT = 384;
 // Offsets from the 1024-aligned base.
 constexpr int OFF_RING = Q_BYTES;
 constexpr int OFF_P = OFF_RING + R * PANEL;
-constexpr int OFF_STATS = OFF_P + P_BYTES;        // row maxima and sums of both consumers, floats
-constexpr int OFF_ROWS = OFF_STATS + 4 * BR * 4;  // query index and q head per row, ints
-constexpr int OFF_DROP = OFF_ROWS + 2 * BR * 4;   // dropout seed and p (16 bytes)
-// full[R], then empty[R], each array from a 128-byte line of its own: the consumers poll the full
+// full[R] from a 128-byte line, empty[R] from the next line after it: the consumers poll the full
 // barriers while the producer polls the empty ones.
 constexpr int BAR_ARRAY = (R * 8 + 127) / 128 * 128;
-constexpr int OFF_BARS = (OFF_DROP + 16 + 127) / 128 * 128;
-constexpr int SMEM_BYTES = 1024 + OFF_BARS + 2 * BAR_ARRAY;
+constexpr int OFF_BARS = OFF_P + P_BYTES;
+constexpr int OFF_STATS = OFF_BARS + BAR_ARRAY + R * 8;  // row maxima and sums of both consumers
+constexpr int OFF_ROWS = OFF_STATS + 4 * BR * 4;         // query index and q head per row, ints
+constexpr int OFF_DROP = OFF_ROWS + 2 * BR * 4;          // dropout seed and p (16 bytes)
+constexpr int SMEM_BYTES = 1024 + OFF_DROP + 16;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 constexpr float RESCALE_SLACK = 8.f;

@@ -97,14 +97,12 @@ Config default_config(const Problem& pr) {
 }
 
 int smem_bytes(const Config& c, int D) {
-  // alignment slack, then (kernels/ffpa_fwd_sm90ws.cuh) Q, the ring, P of both consumers, row
-  // statistics and table, the dropout parameters; the full and the empty barriers, each array
-  // from a 128-byte line
-  auto line = [](int bytes) { return (bytes + 127) / 128 * 128; };
-  return 1024 +
-         line(64 * padded_d(D, 64) * 2 + c.slots * 8192 + 2 * 64 * 64 * 2 + 4 * 64 * 4 +
-              2 * 64 * 4 + 16) +
-         2 * line(c.slots * 8);
+  // alignment slack, then (kernels/ffpa_fwd_sm90ws.cuh) Q, the ring, P of both consumers, the
+  // full barriers on a 128-byte line of their own, the empty ones, row statistics and table, the
+  // dropout parameters
+  const int full_line = (c.slots * 8 + 127) / 128 * 128;
+  return 1024 + 64 * padded_d(D, 64) * 2 + c.slots * 8192 + 2 * 64 * 64 * 2 + full_line +
+         c.slots * 8 + 4 * 64 * 4 + 2 * 64 * 4 + 16;
 }
 
 Support check(const Config& c, int D, int smem_limit) {
