@@ -9,8 +9,6 @@
 //   FFPA_SLOTS    8 KB slots of the K/V ring
 //   FFPA_CLUSTER  1, or 2: two CTAs of neighbouring query blocks share every K/V panel (each loads
 //                 half of it and multicasts it to both), halving the L2 traffic per FLOP
-//   FFPA_DEPTH    wgmma groups (panels) a consumer keeps in flight after each commit (1 or 2): a
-//                 slot is released DEPTH groups after the one that read it
 //   FFPA_PSMEM    0: the PVs take P from registers (wgmma RS; the other consumer's P is read from
 //                 sP once a pair); 1: from sP (SS): 32 registers fewer, 8 KB more shared reads
 //                 per O panel and P
@@ -52,7 +50,6 @@ constexpr int BC = 64;
 constexpr int R = FFPA_SLOTS;
 constexpr int CL = FFPA_CLUSTER;
 constexpr bool PSMEM = FFPA_PSMEM;
-constexpr int DEPTH = FFPA_DEPTH;
 constexpr int DP = (D + 63) / 64 * 64;  // zero-filled past D (TMA and the Q load)
 constexpr int NP = DP / 64;             // 64-column panels of Q and K
 constexpr int SPLIT = FFPA_SPLIT;
@@ -69,14 +66,11 @@ constexpr int NT = 384;
 // Offsets from the 1024-aligned base.
 constexpr int OFF_RING = Q_BYTES;
 constexpr int OFF_P = OFF_RING + R * PANEL;
-// full[R] from a 128-byte line, empty[R] from the next line after it: the consumers poll the full
-// barriers while the producer polls the empty ones.
-constexpr int BAR_ARRAY = (R * 8 + 127) / 128 * 128;
-constexpr int OFF_BARS = OFF_P + P_BYTES;
-constexpr int OFF_STATS = OFF_BARS + BAR_ARRAY + R * 8;  // row maxima and sums of both consumers
-constexpr int OFF_ROWS = OFF_STATS + 4 * BR * 4;         // query index and q head per row, ints
-constexpr int OFF_DROP = OFF_ROWS + 2 * BR * 4;          // dropout seed and p (16 bytes)
-constexpr int SMEM_BYTES = 1024 + OFF_DROP + 16;
+constexpr int OFF_STATS = OFF_P + P_BYTES;        // row maxima and sums of both consumers, floats
+constexpr int OFF_ROWS = OFF_STATS + 4 * BR * 4;  // query index and q head per row, ints
+constexpr int OFF_DROP = OFF_ROWS + 2 * BR * 4;   // dropout seed and p (16 bytes)
+constexpr int OFF_BARS = OFF_DROP + 16;           // full[R], empty[R]
+constexpr int SMEM_BYTES = 1024 + OFF_BARS + 2 * R * 8;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 constexpr float RESCALE_SLACK = 8.f;
@@ -85,8 +79,7 @@ static_assert(D % 8 == 0 && D > 64 && D <= 1024, "D: a multiple of 8 in 72..1024
 static_assert(NP0 <= 4, "O of a consumer: at most 4 panels (128 registers)");
 static_assert(SPLIT == 1 || CL == 1, "the CTAs of a split read different V panels");
 static_assert(CL == 1 || CL == 2, "cluster of 1 or 2 CTAs");
-static_assert(DEPTH == 1 || DEPTH == 2, "one or two groups in flight");
-static_assert(R >= 2 * (DEPTH + 1), "the ring holds DEPTH + 1 slots per consumer");
+static_assert(R >= 4, "the ring holds at least two slots per consumer");
 
 // Named barriers (0 is __syncthreads): the two consumers' row maxima, their P tiles, Q and the
 // row table loaded, the row sums.
@@ -101,10 +94,10 @@ struct DropParams {
 };
 
 struct Ring {
-  u32 base, bars;  // slot 0 and full[0] (empty[0] = bars + BAR_ARRAY)
+  u32 base, bars;  // slot 0 and full[0] (empty[i] = full[R + i])
   __device__ u32 slot(int seq) const { return base + opaque((u32)(seq % R) * PANEL); }
   __device__ u32 full(int seq) const { return bars + opaque((u32)(seq % R) * 8); }
-  __device__ u32 empty(int seq) const { return bars + BAR_ARRAY + opaque((u32)(seq % R) * 8); }
+  __device__ u32 empty(int seq) const { return bars + opaque((u32)(R + seq % R) * 8); }
   __device__ static u32 parity(int seq) { return (u32)(seq / R) & 1u; }
 };
 
@@ -174,7 +167,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
     const int j = 2 * t + C;  // this consumer's key block
 
     // S = Q K_j^T: one group per K panel; a panel's slot is released once the group that read
-    // it retired (wait<DEPTH> after DEPTH more groups were committed).
+    // it retired (wait<1> after the next group is committed).
     float s[8][4];
 #pragma unroll
     for (int q = 0; q < NP; ++q) {
@@ -192,14 +185,13 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
           wgmma<0, 0>(s, desc_k(sq + kk * 32), desc_k(sk + kk * 32));
       }
       wgmma_commit();
-      if (q >= DEPTH) {
-        wgmma_wait<DEPTH>();
-        release(ring, seq_k(t, q - DEPTH, C), lane);
+      if (q > 0) {
+        wgmma_wait<1>();
+        release(ring, seq_k(t, q - 1, C), lane);
       }
     }
     wgmma_wait<0>();
-#pragma unroll
-    for (int q = NP > DEPTH ? NP - DEPTH : 0; q < NP; ++q) release(ring, seq_k(t, q, C), lane);
+    release(ring, seq_k(t, NP - 1, C), lane);
     fence_acc(s);
 
     // Online softmax in exp2 form over the pair: both consumers fold in the same maximum.
@@ -333,13 +325,11 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
       fence_regs(pa);
       fence_regs(pb);
     }
-    // The i-th V panel of this consumer's PV: its own block's, then the other block's.
-    auto seq_pv = [&](int i) { return i < NPC ? seq_v_own(t, i, C) : seq_v_other(t, i - NPC, C); };
 #pragma unroll
     for (int i = 0; i < 2 * NPC; ++i) {
       const bool own = i < NPC;
       const int c = own ? i : i - NPC;
-      const int seq = seq_pv(i);
+      const int seq = own ? seq_v_own(t, c, C) : seq_v_other(t, c, C);
       mbar_wait(ring.full(seq), Ring::parity(seq));
       const u32 sv = ring.slot(seq);
       wgmma_fence();
@@ -352,15 +342,14 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
           wgmma<0, 1>(o[c], desc_k((own ? sPown : sPother) + ks * 32), db);
       }
       wgmma_commit();
-      if (i >= DEPTH) {
-        wgmma_wait<DEPTH>();
-        release(ring, seq_pv(i - DEPTH), lane);
+      if (i > 0) {
+        wgmma_wait<1>();
+        const int pc = own ? i - 1 : i - 1 - NPC;
+        release(ring, i - 1 < NPC ? seq_v_own(t, i - 1, C) : seq_v_other(t, pc, C), lane);
       }
     }
     wgmma_wait<0>();
-#pragma unroll
-    for (int i = 2 * NPC > DEPTH ? 2 * NPC - DEPTH : 0; i < 2 * NPC; ++i)
-      release(ring, seq_pv(i), lane);
+    release(ring, seq_v_other(t, NPC - 1, C), lane);
   }
 #pragma unroll
   for (int c = 0; c < NPC; ++c) fence_acc(o[c]);

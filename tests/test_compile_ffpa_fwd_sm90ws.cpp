@@ -58,12 +58,6 @@ TEST_CASE("sm90ws configurations of the GPU test compile clean", "[nvrtc]") {
   for (int slots : {4, 5, 8}) compile_clean(fwd90ws::Config{slots, 1}, f);
   f.D = 768;
   compile_clean(fwd90ws::Config{8, 1, 1}, f);
-  f.D = 512;
-  for (int slots : {6, 7, 16}) compile_clean(fwd90ws::Config{slots, 1, 0, 2}, f);
-  f.D = 320;
-  for (int slots : {6, 7, 16}) compile_clean(fwd90ws::Config{slots, 2, 0, 2}, f);
-  f.D = 1024;
-  compile_clean(fwd90ws::Config{10, 1, 0, 2}, f);
   for (int D : {320, 512})
     for (int causal : {0, 2}) {
       f.D = D;
@@ -124,10 +118,6 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
              Catch::Contains("shared memory"));
   CHECK_THAT(v->supports(p512, fwd90ws::Config{3, 2}.knobs(), h200).reason,
              Catch::Contains("at least 4"));
-  CHECK_THAT(v->supports(p512, fwd90ws::Config{5, 1, 0, 2}.knobs(), h200).reason,
-             Catch::Contains("at least 6"));
-  CHECK_THAT(v->supports(p512, fwd90ws::Config{16, 1, 0, 3}.knobs(), h200).reason,
-             Catch::Contains("depth is 1 or 2"));
   CHECK_THAT(v->supports(p512, fwd90ws::Config{8, 4}.knobs(), h200).reason,
              Catch::Contains("cluster"));
   // Every default fits the H200 at every D it accepts.

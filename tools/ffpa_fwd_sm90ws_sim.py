@@ -5,11 +5,11 @@ consumers' named barriers, run under random schedules.
 Each CTA of a cluster has a producer (one thread issuing TMA loads) and two consumer warpgroups
 (modelled as their 4 warps arriving together). The simulator mirrors the kernel's sequence
 functions (seq_k, seq_v_own, seq_v_other), the producer's loop order, the release rule (a panel's
-slot is released DEPTH groups later, after wait<DEPTH>; the last DEPTH after wait<0>), the
+slot is released after the next panel's group is committed, the last one after wait<0>), the
 mbarrier phase/parity rules (a fresh barrier is in phase 0; waiting for parity 1 passes), the
 expect_tx/complete_tx accounting of multicast halves, and the named barriers BAR_MAX and BAR_P.
 It checks, for every panel count, O-panel count of a CTA (NPO < NP: D > 512, two CTAs a query
-block), ring depth, groups in flight, pair count and cluster size:
+block), ring depth, pair count and cluster size:
   - no deadlock under many random interleavings,
   - every panel a consumer reads holds what it expects (kind, key block, column panel),
   - no slot is overwritten while a consumer still reads it (a TMA write into a held slot).
@@ -96,7 +96,7 @@ def consumer_reads(NP, NPO, npairs, c, split=0):
     return steps
 
 
-def simulate(NP, NPO, R, depth, npairs, CL, rng, split=0):
+def simulate(NP, NPO, R, npairs, CL, rng, split=0):
     order = producer_order(NP, NPO, npairs, split)
     assert len(order) == (2 * NP + 2 * NPO) * npairs
     half = 8192 // CL
@@ -145,7 +145,7 @@ def simulate(NP, NPO, R, depth, npairs, CL, rng, split=0):
                 gens[step[1]] += 1
                 continue
             panels = step[1]
-            inflight = []  # committed groups not yet waited for, oldest first
+            prev = None
             for seq, tag in panels:
                 s = seq % R
                 f = ctas[cta]["full"][s]
@@ -157,13 +157,12 @@ def simulate(NP, NPO, R, depth, npairs, CL, rng, split=0):
                                          f"slot {s} holds {got}")
                 ctas[cta]["held"][s] += 1
                 yield True
-                inflight.append(seq)
-                if len(inflight) > depth:  # wait<depth> retired the oldest
-                    release(cta, inflight.pop(0))
+                if prev is not None:  # wait<1> retired the previous group
+                    release(cta, prev)
                     yield True
-            for seq in inflight:  # wait<0>
-                release(cta, seq)
-                yield True
+                prev = seq
+            release(cta, prev)  # wait<0>
+            yield True
 
     def release(cta, seq):
         s = seq % R
@@ -190,8 +189,7 @@ def simulate(NP, NPO, R, depth, npairs, CL, rng, split=0):
         else:
             blocked.add(i)
             if blocked == set(live):
-                raise AssertionError(f"deadlock: NP={NP} NPO={NPO} R={R} depth={depth} "
-                                     f"npairs={npairs} CL={CL}")
+                raise AssertionError(f"deadlock: NP={NP} NPO={NPO} R={R} npairs={npairs} CL={CL}")
 
 
 def main():
@@ -199,24 +197,18 @@ def main():
     cases = 0
     for NP in (2, 3, 5, 6, 7, 8):
         for R in (4, 5, 7, 8, 12, 16, 18):
-            for depth in (1, 2):
-                if R < 2 * (depth + 1):
-                    continue
-                for npairs in (0, 1, 2, 3, 5):
-                    for CL in (1, 2):
-                        for _ in range(2):
-                            simulate(NP, NP, R, depth, npairs, CL, rng)
-                            cases += 1
+            for npairs in (0, 1, 2, 3, 5):
+                for CL in (1, 2):
+                    for _ in range(3):
+                        simulate(NP, NP, R, npairs, CL, rng)
+                        cases += 1
     # D > 512: two CTAs a query block, each streaming its share of V (the last partly past D).
     for NP, NPO in ((9, 5), (12, 6), (16, 8)):
         for R in (4, 8, 10):
-            for depth in (1, 2):
-                if R < 2 * (depth + 1):
-                    continue
-                for npairs in (1, 2, 3):
-                    for split in (0, 1):
-                        simulate(NP, NPO, R, depth, npairs, 1, rng, split)
-                        cases += 1
+            for npairs in (1, 2, 3):
+                for split in (0, 1):
+                    simulate(NP, NPO, R, npairs, 1, rng, split)
+                    cases += 1
     print(f"ffpa_fwd_sm90ws protocol: {cases} random schedules, no deadlock, no stale or "
           "overwritten panel")
 

@@ -53,10 +53,8 @@ class Fwd90wsOp : public Op {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {{"slots", &Config::slots},
-                                   {"cluster", &Config::cluster},
-                                   {"psmem", &Config::psmem},
-                                   {"depth", &Config::depth}};
+constexpr Knob<Config> kKnobs[] = {
+    {"slots", &Config::slots}, {"cluster", &Config::cluster}, {"psmem", &Config::psmem}};
 
 Support problem_check(const Problem& pr) {
   const auto& s = pr.shape;
@@ -97,22 +95,17 @@ Config default_config(const Problem& pr) {
 }
 
 int smem_bytes(const Config& c, int D) {
-  // alignment slack, then (kernels/ffpa_fwd_sm90ws.cuh) Q, the ring, P of both consumers, the
-  // full barriers on a 128-byte line of their own, the empty ones, row statistics and table, the
-  // dropout parameters
-  const int full_line = (c.slots * 8 + 127) / 128 * 128;
-  return 1024 + 64 * padded_d(D, 64) * 2 + c.slots * 8192 + 2 * 64 * 64 * 2 + full_line +
-         c.slots * 8 + 4 * 64 * 4 + 2 * 64 * 4 + 16;
+  // alignment slack, Q, the ring, P of both consumers, row statistics and table, the dropout
+  // parameters, the barriers
+  return 1024 + 64 * padded_d(D, 64) * 2 + c.slots * 8192 + 2 * 64 * 64 * 2 + 4 * 64 * 4 +
+         2 * 64 * 4 + 16 + 2 * c.slots * 8;
 }
 
 Support check(const Config& c, int D, int smem_limit) {
   auto s = [](int v) { return std::to_string(v); };
   if (c.cluster != 1 && c.cluster != 2) return Support::no("cluster is 1 or 2");
   if (c.psmem != 0 && c.psmem != 1) return Support::no("psmem is 0 or 1");
-  if (c.depth != 1 && c.depth != 2) return Support::no("depth is 1 or 2");
-  if (c.slots < 2 * (c.depth + 1))
-    return Support::no("slots must be at least " + s(2 * (c.depth + 1)) +
-                       " (depth + 1 held by each consumer)");
+  if (c.slots < 4) return Support::no("slots must be at least 4 (two in flight per consumer)");
   if (D % 8 || D < kMinD || D > kMaxD)
     return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
                        ".." + s(kMaxD));
@@ -121,7 +114,7 @@ Support check(const Config& c, int D, int smem_limit) {
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const fwd::Features& f) {
-  std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_SLOTS, _CLUSTER, _PSMEM, _DEPTH
+  std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_SLOTS, FFPA_CLUSTER, FFPA_PSMEM
   for (const auto& [name, v] : {std::pair<const char*, int>{"FFPA_D", f.D},
                                 {"FFPA_SPLIT", splits(f.D)},
                                 {"FFPA_BF16", f.bf16},

@@ -21,8 +21,7 @@ namespace ffpa::fwd90ws {
 struct Config {
   int slots = 16;   // 8 KB slots of the K/V ring
   int cluster = 1;  // CTAs sharing each K/V panel by TMA multicast (1 or 2)
-  int psmem = 0;    // 1: the PVs read P from shared memory (no P registers)
-  int depth = 1;    // wgmma groups a consumer keeps in flight (1 or 2)
+  int psmem = 0;    // 1: a consumer's own PV reads P from shared memory too (no P registers)
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
