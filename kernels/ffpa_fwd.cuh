@@ -52,7 +52,7 @@ constexpr int SN = BC / WN;  // S columns per warp
 constexpr int NS = SN / 8;   // n8 tiles of S per warp
 constexpr int VN = KD / WN;  // O columns per warp per chunk
 constexpr int NV = VN / 8;
-constexpr int KS = BC / 16;  // k16 steps of PV
+constexpr int KS = BC / 16;                      // k16 steps of PV
 constexpr int SLOT_BYTES = layout().slot_bytes;  // one warp's slice of a chunk (private mode)
 constexpr int STAGE_BYTES = layout().stage_bytes;
 // Region offsets as scalars (device code reads constexpr scalars, not a constexpr struct).

@@ -9,13 +9,13 @@
 #include <cstdio>
 #include <random>
 
-#include "unfused/lt_gemm.hpp"
 #include "baselines/unfused.hpp"
-#include "unfused/kernels.hpp"
 #include "philox.cuh"
 #include "reference/cpu_reference.hpp"
 #include "reference/reference.hpp"
 #include "tensors/tensors.hpp"
+#include "unfused/kernels.hpp"
+#include "unfused/lt_gemm.hpp"
 
 using namespace ffpa;
 
