@@ -9,11 +9,11 @@
 // The configuration comes in as macros (src/variants/ffpa_bwd_sm80.cpp sets them):
 //   FFPA_D            head dim (multiple of 8)
 //   FFPA_BR, FFPA_BC  query rows of a query tile, keys of the block's key tile
-//   FFPA_NW           warps
+//   FFPA_WARPS        warps (NW)
 //   FFPA_WR           phase 1: each half of the warps (S, dP) splits its [BR x BC] tile into WR
 //                     row slices x (NW/2)/WR column slices
-//   FFPA_CW           D chunk: Q and dO of a tile arrive in CW-column cp.async groups and phase 1
-//                     starts on the first one
+//   FFPA_KD           D chunk (CW): Q and dO of a tile arrive in CW-column cp.async groups and
+//                     phase 1 starts on the first one
 //   FFPA_BF16         1 bf16, 0 fp16
 //   FFPA_CAUSAL       0 none, 1 bottom-right, 2 top-left
 //   FFPA_BIAS         0 none, 1 fp32 bias, 2 bias in the input dtype
@@ -43,9 +43,9 @@ using namespace ffpa_dev;
 constexpr int D = FFPA_D;
 constexpr int BR = FFPA_BR;
 constexpr int BC = FFPA_BC;
-constexpr int NW = FFPA_NW;
+constexpr int NW = FFPA_WARPS;
 constexpr int WR = FFPA_WR;
-constexpr int CW = FFPA_CW;
+constexpr int CW = FFPA_KD;
 constexpr int NT = NW * 32;
 constexpr int G = NW / 2;  // warps of each phase-1 half
 constexpr int WC = G / WR;

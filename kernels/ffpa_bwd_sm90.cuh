@@ -3,7 +3,7 @@
 // ffpa_bwd_pre_kernel and ffpa_bwd_convert_kernel (ffpa_bwd_aux.cuh) around ffpa_bwd_sm90_kernel.
 // The configuration comes in as macros (src/variants/ffpa_bwd_sm90.cpp sets them):
 //   FFPA_D       head dim (multiple of 8, at most 512)
-//   FFPA_PPG     64-column panels of each half of D per Q/dO cp.async group (divides DP / 128):
+//   FFPA_PANELS  64-column panels of each half of D per Q/dO cp.async group (divides DP / 128):
 //                phase 1 waits for (and meets at a barrier on) each group
 //   FFPA_SPLIT   0: the warpgroups meet at block barriers (phase-1 groups, exchange, P/dS, the
 //                release of Q/dO); 1: each warpgroup loads and guards its own half of K, V, Q, dO
@@ -15,7 +15,7 @@
 //                query tiles): each dQ chunk is summed over the pair through distributed shared
 //                memory (the exchange buffer) and each block reduces half its rows, so half the
 //                fp32 reductions reach L2; two cluster barriers per chunk
-//   FFPA_DQB     dQ chunk accumulators: 1, or 2 (chunk c + 1 is issued before chunk c is
+//   FFPA_DQBUF   dQ chunk accumulators: 1, or 2 (chunk c + 1 is issued before chunk c is
 //                reduced, 32 registers more)
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh (a key bias,
 //                FFPA_DBIAS 1, is read once per block and its dBias column sums are kept in
@@ -62,7 +62,7 @@ constexpr int NT = 256;
 constexpr int DP = (D + 127) / 128 * 128;  // zero-filled past D
 constexpr int DH = DP / 2;                 // columns of a warpgroup
 constexpr int NP = DH / 64;                // 64-column panels of a warpgroup
-constexpr int PPG = FFPA_PPG;              // of them per Q/dO cp.async group
+constexpr int PPG = FFPA_PANELS;           // of them per Q/dO cp.async group
 constexpr int NG = NP / PPG;
 constexpr int KV_PANEL = BC * 128;
 constexpr int Q_PANEL = BR * 128;
@@ -70,7 +70,7 @@ constexpr int KV_BYTES = BC * DP * 2;
 constexpr int Q_BYTES = BR * DP * 2;
 constexpr bool SPLIT = FFPA_SPLIT;
 constexpr bool PAIR = FFPA_PAIR;
-constexpr int DQB = FFPA_DQB;
+constexpr int DQB = FFPA_DQBUF;
 constexpr int PT_BYTES = BC * BR * 2;      // P^T or dS^T
 constexpr int PT_SETS = SPLIT ? 2 : 1;     // (P^T, dS^T) pairs, by tile parity
 constexpr int X_BYTES = 2 * 4 * 128 * 16;  // exchange: [w][n8][thread] float4

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "core/error.hpp"
 #include "tensors/tensors.hpp"
@@ -163,11 +164,16 @@ Support check(const Config& c, int D, int smem_limit) {
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const Features& f) {
-  const auto d = define;
-  return {d("FFPA_D", f.D),         d("FFPA_BR", c.Br),          d("FFPA_BC", c.Bc),
-          d("FFPA_NW", c.warps),    d("FFPA_WR", c.Wr),          d("FFPA_CW", c.Kd),
-          d("FFPA_BF16", f.bf16),   d("FFPA_CAUSAL", f.causal),  d("FFPA_BIAS", f.bias),
-          d("FFPA_DBIAS", f.dbias), d("FFPA_DROPOUT", f.dropout)};
+  // FFPA_BR, FFPA_BC, FFPA_WARPS, FFPA_WR, FFPA_KD
+  std::vector<std::string> o = knob_defines(kKnobs, c);
+  for (const auto& [name, v] : {std::pair<const char*, int>{"FFPA_D", f.D},
+                                {"FFPA_BF16", f.bf16},
+                                {"FFPA_CAUSAL", f.causal},
+                                {"FFPA_BIAS", f.bias},
+                                {"FFPA_DBIAS", f.dbias},
+                                {"FFPA_DROPOUT", f.dropout}})
+    o.push_back(define(name, v));
+  return o;
 }
 
 nvrtc::Compiled compile(const Config& c, const Features& f, const std::string& arch) {

@@ -2,6 +2,7 @@
 #include "variants/ffpa_bwd_sm90.hpp"
 
 #include <cstdint>
+#include <utility>
 
 #include "core/error.hpp"
 #include "tensors/tensors.hpp"
@@ -92,12 +93,16 @@ Support check(const Config& c, int D, int smem_limit) {
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
-  const auto d = define;
-  return {d("FFPA_D", f.D),           d("FFPA_PPG", c.panels),
-          d("FFPA_SPLIT", c.split),   d("FFPA_PAIR", c.pair),
-          d("FFPA_DQB", c.dqbuf),     d("FFPA_BF16", f.bf16),
-          d("FFPA_CAUSAL", f.causal), d("FFPA_BIAS", f.bias),
-          d("FFPA_DBIAS", f.dbias),   d("FFPA_DROPOUT", f.dropout)};
+  // FFPA_PANELS, FFPA_SPLIT, FFPA_PAIR, FFPA_DQBUF
+  std::vector<std::string> o = knob_defines(kKnobs, c);
+  for (const auto& [name, v] : {std::pair<const char*, int>{"FFPA_D", f.D},
+                                {"FFPA_BF16", f.bf16},
+                                {"FFPA_CAUSAL", f.causal},
+                                {"FFPA_BIAS", f.bias},
+                                {"FFPA_DBIAS", f.dbias},
+                                {"FFPA_DROPOUT", f.dropout}})
+    o.push_back(define(name, v));
+  return o;
 }
 
 nvrtc::Compiled compile(const Config& c, const bwd::Features& f) {
