@@ -116,6 +116,18 @@ Features Features::of(const Problem& pr) {
   return f;
 }
 
+std::vector<std::string> Features::defines() const {
+  std::vector<std::string> o;
+  for (const auto& [name, v] : {std::pair<const char*, int>{"FFPA_D", D},
+                                {"FFPA_BF16", bf16},
+                                {"FFPA_CAUSAL", causal},
+                                {"FFPA_BIAS", bias},
+                                {"FFPA_DBIAS", dbias},
+                                {"FFPA_DROPOUT", dropout}})
+    o.push_back(define(name, v));
+  return o;
+}
+
 Config default_config(const Problem& pr) {
   Config
       c;  // Br=64, Bc=32, 8 warps (4 x 1 per phase-1 half), Kd=64: dK+dV = 128 registers at D=512
@@ -166,13 +178,8 @@ Support check(const Config& c, int D, int smem_limit) {
 std::vector<std::string> nvrtc_options(const Config& c, const Features& f) {
   // FFPA_BR, FFPA_BC, FFPA_WARPS, FFPA_WR, FFPA_KD
   std::vector<std::string> o = knob_defines(kKnobs, c);
-  for (const auto& [name, v] : {std::pair<const char*, int>{"FFPA_D", f.D},
-                                {"FFPA_BF16", f.bf16},
-                                {"FFPA_CAUSAL", f.causal},
-                                {"FFPA_BIAS", f.bias},
-                                {"FFPA_DBIAS", f.dbias},
-                                {"FFPA_DROPOUT", f.dropout}})
-    o.push_back(define(name, v));
+  const std::vector<std::string> fd = f.defines();
+  o.insert(o.end(), fd.begin(), fd.end());
   return o;
 }
 

@@ -38,6 +38,8 @@ struct Features {
   bool dropout = false;
 
   static Features of(const Problem&);
+  // -DFFPA_D, _BF16, _CAUSAL, _BIAS, _DBIAS, _DROPOUT: what every backward kernel reads.
+  std::vector<std::string> defines() const;
 };
 
 const std::vector<std::string>& knob_names();

@@ -95,13 +95,8 @@ Support check(const Config& c, int D, int smem_limit) {
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
   // FFPA_PANELS, FFPA_SPLIT, FFPA_PAIR, FFPA_DQBUF
   std::vector<std::string> o = knob_defines(kKnobs, c);
-  for (const auto& [name, v] : {std::pair<const char*, int>{"FFPA_D", f.D},
-                                {"FFPA_BF16", f.bf16},
-                                {"FFPA_CAUSAL", f.causal},
-                                {"FFPA_BIAS", f.bias},
-                                {"FFPA_DBIAS", f.dbias},
-                                {"FFPA_DROPOUT", f.dropout}})
-    o.push_back(define(name, v));
+  const std::vector<std::string> fd = f.defines();
+  o.insert(o.end(), fd.begin(), fd.end());
   return o;
 }
 

@@ -93,6 +93,17 @@ Features Features::of(const Problem& pr) {
   return f;
 }
 
+std::vector<std::string> Features::defines() const {
+  std::vector<std::string> o;
+  for (const auto& [name, v] : {std::pair<const char*, int>{"FFPA_D", D},
+                                {"FFPA_BF16", bf16},
+                                {"FFPA_CAUSAL", causal},
+                                {"FFPA_BIAS", bias},
+                                {"FFPA_DROPOUT", dropout}})
+    o.push_back(define(name, v));
+  return o;
+}
+
 Config default_config(const Problem& pr) {
   Config c;  // Br=64, Bc=64, 2x4 warps, Kd=64, 4 stages: spill-free with every feature at D<=512
   if (pr.shape.D > 512) {
@@ -145,13 +156,9 @@ int resolve_splits(const Config& c, const Problem& pr, int sm_count) {
 
 std::vector<std::string> nvrtc_options(const Config& c, const Features& f) {
   std::vector<std::string> o = knob_defines(kKnobs, c);
-  for (const auto& [name, v] : {std::pair<const char*, int>{"FFPA_D", f.D},
-                                {"FFPA_BF16", f.bf16},
-                                {"FFPA_CAUSAL", f.causal},
-                                {"FFPA_BIAS", f.bias},
-                                {"FFPA_DROPOUT", f.dropout},
-                                {"FFPA_SPLIT", f.split}})
-    o.push_back(define(name, v));
+  const std::vector<std::string> fd = f.defines();
+  o.insert(o.end(), fd.begin(), fd.end());
+  o.push_back(define("FFPA_SPLIT", f.split));
   return o;
 }
 

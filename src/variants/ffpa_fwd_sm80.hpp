@@ -42,6 +42,8 @@ struct Features {
   bool key_bias = false;  // the bias is one row of keys for every query ([1,1,1,Nkv]); sm90 only
 
   static Features of(const Problem&);
+  // -DFFPA_D, _BF16, _CAUSAL, _BIAS, _DROPOUT: what every forward kernel reads.
+  std::vector<std::string> defines() const;
 };
 
 const std::vector<std::string>& knob_names();

@@ -115,13 +115,9 @@ Support check(const Config& c, int D, int smem_limit) {
 
 std::vector<std::string> nvrtc_options(const Config& c, const fwd::Features& f) {
   std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_SLOTS, FFPA_CLUSTER, FFPA_PSMEM
-  for (const auto& [name, v] : {std::pair<const char*, int>{"FFPA_D", f.D},
-                                {"FFPA_SPLIT", splits(f.D)},
-                                {"FFPA_BF16", f.bf16},
-                                {"FFPA_CAUSAL", f.causal},
-                                {"FFPA_BIAS", f.bias},
-                                {"FFPA_DROPOUT", f.dropout}})
-    o.push_back(define(name, v));
+  const std::vector<std::string> fd = f.defines();
+  o.insert(o.end(), fd.begin(), fd.end());
+  o.push_back(define("FFPA_SPLIT", splits(f.D)));
   return o;
 }
 
