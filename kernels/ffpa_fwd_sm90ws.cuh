@@ -281,15 +281,17 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
         }
     }
 #endif
+    // This thread's element pair (row half h, n8 group n) of a P tile, in the A-fragment layout.
+    auto p_at = [&](u32 tile, int h, int n) {
+      return tile + tile_off(wq * 16 + (lane >> 2) + h * 8, n * 8 + (lane & 3) * 2, BR);
+    };
     const u32 sPown = opaque(sP + C * (BR * BC * 2));
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int n = 0; n < 8; ++n)
-        asm volatile(
-            "st.shared.b32 [%0], %1;\n" ::"r"(
-                sPown + tile_off(wq * 16 + (lane >> 2) + h * 8, n * 8 + (lane & 3) * 2, BR)),
-            "r"(pa[n / 2][(n & 1) * 2 + h]));
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_at(sPown, h, n)),
+                     "r"(pa[n / 2][(n & 1) * 2 + h]));
     // With psmem the PVs read sP through the async proxy.
     if (PSMEM) fence_proxy_async();
     named_sync(BAR_P, 256);
@@ -302,10 +304,9 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int n = 0; n < 8; ++n)
-          asm volatile(
-              "ld.shared.b32 %0, [%1];\n"
-              : "=r"(pb[n / 2][(n & 1) * 2 + h])
-              : "r"(sPother + tile_off(wq * 16 + (lane >> 2) + h * 8, n * 8 + (lane & 3) * 2, BR)));
+          asm volatile("ld.shared.b32 %0, [%1];\n"
+                       : "=r"(pb[n / 2][(n & 1) * 2 + h])
+                       : "r"(p_at(sPother, h, n)));
     }
 
     // O *= alpha (the previous pair's PV retired) in the warps where a row's maximum moved, then
