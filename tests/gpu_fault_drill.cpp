@@ -79,6 +79,7 @@ Plan three_rows(const std::vector<std::string>& names) {
   Plan plan;
   for (const std::string& name : names) {
     PlanItem item;
+    item.index = static_cast<int>(plan.items.size());
     item.problem = test::make(1, 4, 4, 256, 256, 128);
     item.problem.case_name = name;
     item.pass = Pass::fwd;
@@ -86,6 +87,8 @@ Plan three_rows(const std::vector<std::string>& names) {
     item.tensor_bytes = tensor_bytes(item.problem, Pass::fwd);
     plan.items.push_back(item);
   }
+  // As build_plan numbers them: the results reader checks every row against the plan.
+  plan.total = static_cast<int>(plan.items.size());
   return plan;
 }
 
