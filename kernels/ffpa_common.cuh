@@ -38,6 +38,11 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid)
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrives on named barrier id without waiting (the producer side of a hand-off: the waiters call
+// named_sync with the same count); orders this thread's earlier memory accesses before it.
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);

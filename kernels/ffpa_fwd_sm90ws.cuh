@@ -6,7 +6,7 @@
 //   FFPA_SPLIT    CTAs per query block, each holding a share of O's columns (1; 2 for D > 512,
 //                 where 64 rows of O no longer fit two consumers' registers): every one of them
 //                 computes the whole S, so QK is done SPLIT times
-//   FFPA_SLOTS    8 KB slots of the K/V ring
+//   FFPA_SLOTS    8 KB slots of the K/V rings (even: half for each consumer's ring)
 //   FFPA_CLUSTER  1, or 2: two CTAs of neighbouring query blocks share every K/V panel (each loads
 //                 half of it and multicasts it to both), halving the L2 traffic per FLOP
 //   FFPA_PSMEM    0: the PVs take P from registers (wgmma RS; the other consumer's P is read from
@@ -20,20 +20,29 @@
 // pairs of 64-key blocks. Consumer c (0 or 1) owns block 2t + c of pair t:
 //  - QK: S_c = Q K_c^T over the whole (64-padded) D, wgmma m64n64k16 with Q and K from shared
 //    memory; no partial sums to exchange.
-//  - softmax: the two consumers exchange their row maxima once per pair (named barrier 1), so
-//    both rescale by the same factor and the pair acts as one 128-key block; each keeps the row
-//    sum of its own blocks (added at the end).
-//  - P_c goes to registers (A of consumer c's own PV) and to shared memory sP[c], from where the
-//    other consumer loads it into registers (A of its PV); named barrier 2 publishes it.
 //  - PV: consumer c owns the O columns [64 * c0, ...) of its panels (the first NP0 panels for
-//    c = 0, the other NP1 for c = 1) and adds P_own V_own + P_other V_other to them.
-// The producer streams the panels through a FIFO ring of 8 KB slots (64 keys x 64 columns,
-// 128-byte swizzle: the layout tile_off gives, so the wgmma descriptors are ffpa-fwd-sm90's) in
-// exactly the order the consumers read them, each slot with a full and an empty mbarrier. A
-// consumer releases a slot as soon as the wgmma group that read it has retired, holding at most
-// two, so the ring keeps streaming while the consumers compute the softmax. Every wgmma group
-// retires inside its phase: none is in flight across a loop edge (that makes ptxas serialize
-// every wgmma, C7514/C7515). tools/ffpa_fwd_sm90ws_sim.py checks the ring order and the barrier
+//    c = 0, the other NP1 for c = 1) and adds P_0 V_2t + P_1 V_2t+1 to them, its own P from
+//    registers, the other consumer's loaded from shared memory (sP) into registers.
+// The two consumers run half a pair apart (FlashMLA's seesaw), so one's softmax overlaps the
+// other's tensor work. Their row maxima flow one way per pair:
+//  - consumer 0 folds its block's maximum into the running maximum m (lazily: m moves only when
+//    a row's maximum passes it by more than RESCALE_SLACK, in log2 units, so P stays below 2^8
+//    and most pairs leave O unscaled), writes P_0 = exp2(S_0 - m) to sP[0] and m to smax[0],
+//    arrives on BAR_P0, and multiplies P_0 V_2t while consumer 1 does its softmax;
+//  - consumer 1 waits on BAR_P0, adopts m (rescaling its O), issues P_0 V_2t and folds its own
+//    maximum into m under those wgmmas (when m moves again, rarely, O is rescaled once they
+//    retired); it publishes P_1 and m (sP[1], smax[1], BAR_P1) and multiplies P_1 V_2t+1;
+//  - consumer 0 waits on BAR_P1, adopts m (rescaling its O in the rare case) and multiplies
+//    P_1 V_2t+1.
+// Each consumer keeps the row sum of its own P (added at the end, relative to the same m).
+// A producer thread per consumer streams that consumer's panels through its own FIFO ring of
+// 8 KB slots (64 keys x 64 columns, 128-byte swizzle: the layout tile_off gives, so the wgmma
+// descriptors are ffpa-fwd-sm90's) in exactly the order the consumer reads them: K of its block,
+// then V of blocks 2t and 2t + 1 in its O columns. Each slot has a full and an empty mbarrier; a
+// consumer releases a slot as soon as the wgmma group that read it retired. With a ring each,
+// neither consumer waits for a slot the other still holds, so the half-pair offset costs
+// nothing. No wgmma group is in flight across a loop edge (that makes ptxas serialize every
+// wgmma, C7514/C7515). tools/ffpa_fwd_sm90ws_sim.py checks the ring order and the barrier
 // protocol.
 #pragma once
 
@@ -48,6 +57,7 @@ constexpr int D = FFPA_D;
 constexpr int BR = 64;
 constexpr int BC = 64;
 constexpr int R = FFPA_SLOTS;
+constexpr int RC = R / 2;  // slots of each consumer's ring
 constexpr int CL = FFPA_CLUSTER;
 constexpr bool PSMEM = FFPA_PSMEM;
 constexpr int DP = (D + 63) / 64 * 64;  // zero-filled past D (TMA and the Q load)
@@ -60,8 +70,7 @@ constexpr int NP1 = NPO - NP0;                 // of consumer 1
 constexpr int PANEL = BC * 128;                // one ring slot
 constexpr int Q_PANEL = BR * 128;
 constexpr int Q_BYTES = BR * DP * 2;
-constexpr int P_BYTES = 2 * BR * BC * 2;       // sP[0], sP[1]
-constexpr int PAIR_PANELS = 2 * NP + 2 * NPO;  // K of both blocks, then V of both
+constexpr int P_BYTES = 2 * BR * BC * 2;  // sP[0], sP[1]
 constexpr int NT = 384;
 // Offsets from the 1024-aligned base.
 constexpr int OFF_RING = Q_BYTES;
@@ -69,7 +78,7 @@ constexpr int OFF_P = OFF_RING + R * PANEL;
 constexpr int OFF_STATS = OFF_P + P_BYTES;        // row maxima and sums of both consumers, floats
 constexpr int OFF_ROWS = OFF_STATS + 4 * BR * 4;  // query index and q head per row, ints
 constexpr int OFF_DROP = OFF_ROWS + 2 * BR * 4;   // dropout seed and p (16 bytes)
-constexpr int OFF_BARS = OFF_DROP + 16;           // full[R], empty[R]
+constexpr int OFF_BARS = OFF_DROP + 16;           // per ring: full[RC], empty[RC]
 constexpr int SMEM_BYTES = 1024 + OFF_BARS + 2 * R * 8;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
@@ -79,11 +88,12 @@ static_assert(D % 8 == 0 && D > 64 && D <= 1024, "D: a multiple of 8 in 72..1024
 static_assert(NP0 <= 4, "O of a consumer: at most 4 panels (128 registers)");
 static_assert(SPLIT == 1 || CL == 1, "the CTAs of a split read different V panels");
 static_assert(CL == 1 || CL == 2, "cluster of 1 or 2 CTAs");
-static_assert(R >= 4, "the ring holds at least two slots per consumer");
+static_assert(R % 2 == 0 && RC >= 2, "two rings of at least two slots");
 
-// Named barriers (0 is __syncthreads): the two consumers' row maxima, their P tiles, Q and the
-// row table loaded, the row sums.
-enum : int { BAR_MAX = 1, BAR_P = 2, BAR_Q = 3, BAR_SUM = 4 };
+// Named barriers (0 is __syncthreads): consumer 0's P and maximum published (consumer 0 arrives,
+// consumer 1 waits), consumer 1's (the other way round), Q and the row table loaded, the row
+// sums.
+enum : int { BAR_P0 = 1, BAR_P1 = 2, BAR_Q = 3, BAR_SUM = 4 };
 
 // Addresses are computed where used (opaque): the unrolled panel loops would otherwise hoist
 // every panel's addresses into registers the O accumulator needs.
@@ -93,25 +103,32 @@ struct DropParams {
   float p;
 };
 
+// A consumer's ring: RC slots (slot i at base + i * PANEL), full[i] at bars + 8 i, empty[i] at
+// bars + 8 (RC + i).
 struct Ring {
-  u32 base, bars;  // slot 0 and full[0] (empty[i] = full[R + i])
-  __device__ u32 slot(int seq) const { return base + opaque((u32)(seq % R) * PANEL); }
-  __device__ u32 full(int seq) const { return bars + opaque((u32)(seq % R) * 8); }
-  __device__ u32 empty(int seq) const { return bars + opaque((u32)(R + seq % R) * 8); }
-  __device__ static u32 parity(int seq) { return (u32)(seq / R) & 1u; }
+  u32 base, bars;
+  __device__ u32 slot(int seq) const { return base + opaque((u32)(seq % RC) * PANEL); }
+  __device__ u32 full(int seq) const { return bars + opaque((u32)(seq % RC) * 8); }
+  __device__ u32 empty(int seq) const { return bars + opaque((u32)(RC + seq % RC) * 8); }
+  __device__ static u32 parity(int seq) { return (u32)(seq / RC) & 1u; }
 };
+template <int C>
+__device__ __forceinline__ Ring ring_of(u32 sQ) {
+  return Ring{sQ + OFF_RING + C * RC * PANEL, sQ + OFF_BARS + C * 2 * RC * 8};
+}
 
-// Sequence numbers of pair t's panels (the producer's order): K panel p of block 2t + c, then the
-// V panels. Consumer c's k-th own V panel and k-th V panel of the other block alternate with the
-// other consumer's, so both consumers always find their next panel close ahead.
-__device__ __forceinline__ int seq_k(int t, int p, int c) {
-  return t * PAIR_PANELS + 2 * p + c;
+template <int C>
+constexpr int NPC = C == 0 ? NP0 : NP1;  // O panels of consumer C
+
+// Sequence numbers in consumer C's ring (its producer's order) of pair t: K panel q of block
+// 2t + C, then V panel k (of C's O columns) of block 2t + i, i = 0 then 1.
+template <int C>
+__device__ __forceinline__ int seq_k(int t, int q) {
+  return t * (NP + 2 * NPC<C>)+q;
 }
-__device__ __forceinline__ int seq_v_own(int t, int k, int c) {
-  return t * PAIR_PANELS + 2 * NP + 2 * k + c;
-}
-__device__ __forceinline__ int seq_v_other(int t, int k, int c) {
-  return t * PAIR_PANELS + 2 * NP + NPO + 2 * k + c;
+template <int C>
+__device__ __forceinline__ int seq_v(int t, int i, int k) {
+  return t * (NP + 2 * NPC<C>)+NP + i * NPC<C> + k;
 }
 
 // A consumer warp is done with a slot: one arrival per warp on the slot's empty barrier, in every
@@ -142,21 +159,115 @@ __device__ __forceinline__ void produce(const Ring& ring, const FfpaTmaDesc& map
   }
 }
 
+// Consumer C's panels in the order it reads them (seq_k, seq_v).
+template <int C>
+__device__ __forceinline__ void produce_ring(const FfpaTmaDesc& tk, const FfpaTmaDesc& tv,
+                                             const Ring& ring, int npairs, int kvh, int b, u32 rank,
+                                             int split) {
+  const int v0 = split * NPO + (C == 0 ? 0 : NP0);  // the consumer's V panels
+  int seq = 0;
+  for (int t = 0; t < npairs; ++t) {
+    // Rolled loops: unrolled, they need more than the producer's 24 registers at D > 896.
+#pragma unroll 1
+    for (int q = 0; q < NP; ++q) produce(ring, tk, seq++, 2 * t + C, q, kvh, b, rank);
+#pragma unroll 1
+    for (int i = 0; i < 2; ++i)
+#pragma unroll 1
+      for (int k = 0; k < NPC<C>; ++k) produce(ring, tv, seq++, 2 * t + i, v0 + k, kvh, b, rank);
+  }
+}
+
+// O *= f (f per row half of this thread) in the warps where a row's factor is not 1. No wgmma
+// group may be in flight on O.
+template <int N>
+__device__ __forceinline__ void rescale(float (&o)[N][8][4], const float (&f)[2]) {
+  if (__any_sync(0xffffffffu, f[0] != 1.f || f[1] != 1.f)) {
+#pragma unroll
+    for (int c = 0; c < N; ++c) {
+      fence_acc(o[c]);
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[c][n][e] *= f[e >> 1];
+      fence_acc(o[c]);
+    }
+  }
+}
+
+// O += P V_(2t + i) over consumer C's O panels, one wgmma group per V panel; P from registers
+// (a), or with psmem from the tile at sPi. With RETIRE, a panel's slot is released once its
+// group retired (wait<1> after the next commit) and the call returns with every group retired;
+// without, the groups stay in flight and the caller retires and releases them.
+template <int C, bool RETIRE>
+__device__ __forceinline__ void pv(float (&o)[NPC<C>][8][4], const u32 (&a)[4][4], u32 sPi,
+                                   const Ring& ring, int t, int i, int lane) {
+#pragma unroll
+  for (int k = 0; k < NPC<C>; ++k) {
+    const int seq = seq_v<C>(t, i, k);
+    mbar_wait(ring.full(seq), Ring::parity(seq));
+    const u32 sv = ring.slot(seq);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const u64 db = desc_mn(sv + ks * 16 * 128);
+      if (!PSMEM)
+        wgmma_rs(o[k], a[ks], db);
+      else
+        wgmma<0, 1>(o[k], desc_k(sPi + ks * 32), db);
+    }
+    wgmma_commit();
+    if (RETIRE && k > 0) {
+      wgmma_wait<1>();
+      release(ring, seq_v<C>(t, i, k - 1), lane);
+    }
+  }
+  if (RETIRE) {
+    wgmma_wait<0>();
+    release(ring, seq_v<C>(t, i, NPC<C> - 1), lane);
+  }
+}
+
 // One consumer warpgroup (C = 0 or 1) over all pairs, then its part of the epilogue.
 template <int C>
-__device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring, u32 sQ, u32 sP,
-                                        float* sstat, const int* srow, const DropParams* sdrop,
-                                        int npairs, int m0, int kvh, int b, int rows_total,
-                                        int r_lo, int diag, int split) {
-  constexpr int NPC = C == 0 ? NP0 : NP1;           // O panels of this consumer
+__device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, float* sstat,
+                                        const int* srow, const DropParams* sdrop, int npairs,
+                                        int m0, int kvh, int b, int rows_total, int r_lo, int diag,
+                                        int split) {
+  constexpr int NO = NPC<C>;                        // O panels of this consumer
   const int P0 = split * NPO + (C == 0 ? 0 : NP0);  // the first of them
+  const Ring ring = ring_of<C>(sQ);
   const int t128 = threadIdx.x & 127, lane = t128 & 31, wq = t128 >> 5;
-  float* smax = sstat;           // [2][BR]
+  float* smax = sstat;           // [2][BR]: the running maximum each consumer published
   float* ssum = sstat + 2 * BR;  // [2][BR]
-
-  float o[NPC][8][4];
+  // This thread's element pair (row half h, n8 group n) of a P tile, in the A-fragment layout.
+  auto p_at = [&](u32 tile, int h, int n) {
+    return tile + tile_off(wq * 16 + (lane >> 2) + h * 8, n * 8 + (lane & 3) * 2, BR);
+  };
+  // The other consumer's P tile into registers (the A-fragment layout of the own).
+  auto load_p = [&](u32 tile, u32(&pb)[4][4]) {
 #pragma unroll
-  for (int c = 0; c < NPC; ++c)
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+        asm volatile("ld.shared.b32 %0, [%1];\n"
+                     : "=r"(pb[n / 2][(n & 1) * 2 + h])
+                     : "r"(p_at(tile, h, n)));
+  };
+  // Adopts the running maximum the other consumer published (never below the own): O and the
+  // row sums follow it.
+  auto adopt = [&](const float* m_other, float(&m_run)[2], float(&l_run)[2], float(&f)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float m = m_other[wq * 16 + (lane >> 2) + h * 8];
+      f[h] = m == m_run[h] ? 1.f : exp2f(m_run[h] - m);
+      m_run[h] = m;
+      l_run[h] *= f[h];
+    }
+  };
+
+  float o[NO][8][4];
+#pragma unroll
+  for (int c = 0; c < NO; ++c)
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
@@ -171,7 +282,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
     float s[8][4];
 #pragma unroll
     for (int q = 0; q < NP; ++q) {
-      const int seq = seq_k(t, q, C);
+      const int seq = seq_k<C>(t, q);
       mbar_wait(ring.full(seq), Ring::parity(seq));
       // opaque: descriptors of Q and P are the same every pair; hoisted out of the pair loop
       // they would hold 2 registers each.
@@ -187,14 +298,14 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
       wgmma_commit();
       if (q > 0) {
         wgmma_wait<1>();
-        release(ring, seq_k(t, q - 1, C), lane);
+        release(ring, seq_k<C>(t, q - 1), lane);
       }
     }
     wgmma_wait<0>();
-    release(ring, seq_k(t, NP - 1, C), lane);
+    release(ring, seq_k<C>(t, NP - 1), lane);
     fence_acc(s);
 
-    // Online softmax in exp2 form over the pair: both consumers fold in the same maximum.
+    // Scores in log2 units, masked; the row maxima of this block.
     const bool edge = (j + 1) * BC > p.Nkv || (FFPA_CAUSAL && (j + 1) * BC - 1 > r_lo + diag);
     const int key0 = j * BC + (lane & 3) * 2;  // key of this thread's first S column
     float rmax[2];
@@ -226,25 +337,37 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
       v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
       v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
       rmax[h] = v;
-      if ((lane & 3) == 0) smax[C * BR + row] = v;
     }
-    named_sync(BAR_MAX, 256);
 
-    // P in the input dtype, as the A fragments of the own PV (k16 step ks: n8 groups 2 ks and
-    // 2 ks + 1); with psmem only staged here on the way to sP.
-    // The running maximum moves only when the pair's maximum passes it by more than RESCALE_SLACK
-    // (log2 units): P stays below 2^8 (exact enough in fp32 sums and as bf16/fp16), and most
-    // pairs leave O unscaled. Both consumers fold the same maxima, so they move it together.
+    u32 pb[4][4];  // consumer 0's P in consumer 1, consumer 1's in consumer 0
+    if constexpr (C == 1) {
+      // Consumer 0's maximum and P_0: O follows the maximum, then P_0 V_2t runs under this
+      // consumer's softmax.
+      named_sync(BAR_P0, 256);
+      float f[2];
+      adopt(smax, m_run, l_run, f);
+      rescale(o, f);
+      if (!PSMEM) {
+        load_p(opaque(sP), pb);
+        fence_regs(pb);
+      }
+      pv<C, false>(o, pb, opaque(sP), ring, t, 0, lane);
+    }
+
+    // Fold this block's maxima into the running maximum, lazily: it moves only when a row's
+    // maximum passes it by more than RESCALE_SLACK (log2 units), so P stays below 2^8 (exact
+    // enough in fp32 sums and as bf16/fp16) and most pairs leave O unscaled. P in the input
+    // dtype, as the A fragments of the PV (k16 step ks: n8 groups 2 ks and 2 ks + 1); with psmem
+    // only staged here on the way to sP.
     u32 pa[4][4];
-    float alpha[2];
+    float g[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = wq * 16 + (lane >> 2) + h * 8;
-      const float m_new = fmaxf(rmax[h], smax[(1 - C) * BR + row]);
-      alpha[h] = 1.f;
-      if (m_new > m_run[h] + RESCALE_SLACK) {
-        alpha[h] = exp2f(m_run[h] - m_new);
-        m_run[h] = m_new;
+      g[h] = 1.f;
+      if (rmax[h] > m_run[h] + RESCALE_SLACK) {
+        g[h] = exp2f(m_run[h] - rmax[h]);
+        m_run[h] = rmax[h];
       }
       const float base = m_run[h] == NEG_INF ? 0.f : m_run[h];
       float sum = 0.f;
@@ -254,7 +377,8 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
         sum += p0 + p1;
         pa[n / 2][(n & 1) * 2 + h] = pack2(p0, p1);
       }
-      l_run[h] = l_run[h] * alpha[h] + sum;
+      l_run[h] = l_run[h] * g[h] + sum;
+      if ((lane & 3) == 0) smax[C * BR + row] = m_run[h];
     }
 #if FFPA_DROPOUT
     {
@@ -262,7 +386,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
       // drawn once S is dead so the Philox state does not compete with it; a dropped element's
       // half of its packed pair is zeroed (0 in both 16-bit types).
       const int drow = wq * 16 + (lane >> 2) + (lane & 1) * 8;
-      const unsigned long long g =
+      const unsigned long long gi =
           p.dropout_offset +
           (((unsigned long long)b * p.Hq + srow[BR + drow]) * p.Nq + srow[drow]) *
               (unsigned long long)p.Nkv +
@@ -271,7 +395,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
       // one of them is what ptxas spilled.
       const unsigned long long seed = sdrop->seed;
       const float pd = sdrop->p;
-      const u32 keep = dropout_keep_bits<8>(seed, g, pd, lane);
+      const u32 keep = dropout_keep_bits<8>(seed, gi, pd, lane);
 #pragma unroll
       for (int n = 0; n < 8; ++n)
 #pragma unroll
@@ -281,10 +405,6 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
         }
     }
 #endif
-    // This thread's element pair (row half h, n8 group n) of a P tile, in the A-fragment layout.
-    auto p_at = [&](u32 tile, int h, int n) {
-      return tile + tile_off(wq * 16 + (lane >> 2) + h * 8, n * 8 + (lane & 3) * 2, BR);
-    };
     const u32 sPown = opaque(sP + C * (BR * BC * 2));
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -294,66 +414,36 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
                      "r"(pa[n / 2][(n & 1) * 2 + h]));
     // With psmem the PVs read sP through the async proxy.
     if (PSMEM) fence_proxy_async();
-    named_sync(BAR_P, 256);
-    const u32 sPother = opaque(sP + (1 - C) * (BR * BC * 2));
-    // The other consumer's P into registers too (the own layout): A of every PV from registers,
-    // 8 KB of shared reads instead of 8 KB per O panel.
-    u32 pb[4][4];
-    if (!PSMEM) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int n = 0; n < 8; ++n)
-          asm volatile("ld.shared.b32 %0, [%1];\n"
-                       : "=r"(pb[n / 2][(n & 1) * 2 + h])
-                       : "r"(p_at(sPother, h, n)));
-    }
 
-    // O *= alpha (the previous pair's PV retired) in the warps where a row's maximum moved, then
-    // O += P_own V_own + P_other V_other.
-    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-      for (int c = 0; c < NPC; ++c) {
-        fence_acc(o[c]);
-#pragma unroll
-        for (int n = 0; n < 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) o[c][n][e] *= alpha[e >> 1];
-        fence_acc(o[c]);
+    if constexpr (C == 0) {
+      named_arrive(BAR_P0, 256);
+      rescale(o, g);
+      if (!PSMEM) fence_regs(pa);
+      pv<C, true>(o, pa, sPown, ring, t, 0, lane);
+      // Consumer 1's maximum (rarely above this one's) and P_1.
+      named_sync(BAR_P1, 256);
+      float f[2];
+      adopt(smax + BR, m_run, l_run, f);
+      rescale(o, f);
+      if (!PSMEM) {
+        load_p(opaque(sP + BR * BC * 2), pb);
+        fence_regs(pb);
       }
-    }
-    if (!PSMEM) {
-      fence_regs(pa);
-      fence_regs(pb);
-    }
+      pv<C, true>(o, pb, opaque(sP + BR * BC * 2), ring, t, 1, lane);
+    } else {
+      // P_0 V_2t retired: its slots go back and sP[0] is no longer read, so consumer 0 may
+      // overwrite it once this consumer arrives.
+      wgmma_wait<0>();
 #pragma unroll
-    for (int i = 0; i < 2 * NPC; ++i) {
-      const bool own = i < NPC;
-      const int c = own ? i : i - NPC;
-      const int seq = own ? seq_v_own(t, c, C) : seq_v_other(t, c, C);
-      mbar_wait(ring.full(seq), Ring::parity(seq));
-      const u32 sv = ring.slot(seq);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        const u64 db = desc_mn(sv + ks * 16 * 128);
-        if (!PSMEM)
-          wgmma_rs(o[c], own ? pa[ks] : pb[ks], db);
-        else
-          wgmma<0, 1>(o[c], desc_k((own ? sPown : sPother) + ks * 32), db);
-      }
-      wgmma_commit();
-      if (i > 0) {
-        wgmma_wait<1>();
-        const int pc = own ? i - 1 : i - 1 - NPC;
-        release(ring, i - 1 < NPC ? seq_v_own(t, i - 1, C) : seq_v_other(t, pc, C), lane);
-      }
+      for (int k = 0; k < NO; ++k) release(ring, seq_v<C>(t, 0, k), lane);
+      named_arrive(BAR_P1, 256);
+      rescale(o, g);
+      if (!PSMEM) fence_regs(pa);
+      pv<C, true>(o, pa, sPown, ring, t, 1, lane);
     }
-    wgmma_wait<0>();
-    release(ring, seq_v_other(t, NPC - 1, C), lane);
   }
 #pragma unroll
-  for (int c = 0; c < NPC; ++c) fence_acc(o[c]);
+  for (int c = 0; c < NO; ++c) fence_acc(o[c]);
 
   // l = the two consumers' sums; consumer 0 writes the LSE.
   float lsum[2];
@@ -380,7 +470,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, const Ring& ring
     u16* orow =
         static_cast<u16*>(p.o) + b * p.o_batch_stride + hq * p.o_head_stride + r * p.o_row_stride;
 #pragma unroll
-    for (int c = 0; c < NPC; ++c)
+    for (int c = 0; c < NO; ++c)
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         const int col = (P0 + c) * 64 + n * 8 + (lane & 3) * 2;
@@ -403,7 +493,6 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
   const u32 raw = smem_u32(smem_raw);
   const u32 sQ = (raw + 1023u) & ~1023u;
   unsigned char* smem = smem_raw + (sQ - raw);
-  const Ring ring{sQ + OFF_RING, sQ + OFF_BARS};
   float* sstat = reinterpret_cast<float*>(smem + OFF_STATS);
   int* srow = reinterpret_cast<int*>(smem + OFF_ROWS);
   DropParams* sdrop = reinterpret_cast<DropParams*>(smem + OFF_DROP);
@@ -424,9 +513,12 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
   const int npairs = (ntile + 1) / 2;  // an odd count ends with a block masked out entirely
 
   if (tid == 0) {
-    for (int i = 0; i < R; ++i) {
-      mbar_init(ring.full(i), 1);
-      mbar_init(ring.empty(i), 4 * CL);  // each consumer warp of every CTA of the cluster
+    for (int c = 0; c < 2; ++c) {
+      const Ring ring = c == 0 ? ring_of<0>(sQ) : ring_of<1>(sQ);
+      for (int i = 0; i < RC; ++i) {
+        mbar_init(ring.full(i), 1);
+        mbar_init(ring.empty(i), 4 * CL);  // each warp of the consumer in every CTA of the cluster
+      }
     }
     mbar_init_fence();
   }
@@ -436,36 +528,17 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
     cluster_sync();
 
   if (wg == 0) {
-    // Producer: one thread streams the panels in the consumers' order.
+    // Producers: lane 0 of warp C fills consumer C's ring.
     regs_dec<24>();
     if (tid == 0) {
       tma_prefetch_desc(tk);
       tma_prefetch_desc(tv);
-      int seq = 0;
-      for (int t = 0; t < npairs; ++t) {
-        const int j0 = 2 * t, j1 = 2 * t + 1;
-        // Rolled loops: unrolled, they need more than the producer's 24 registers at D > 896.
-#pragma unroll 1
-        for (int q = 0; q < NP; ++q) {
-          produce(ring, tk, seq++, j0, q, kvh, b, rank);
-          produce(ring, tk, seq++, j1, q, kvh, b, rank);
-        }
-        const int v0 = split * NPO;  // this CTA's V panels
-#pragma unroll 1
-        for (int k = 0; k < NP0; ++k) {  // own blocks' V: consumer 0's panel k, consumer 1's
-          produce(ring, tv, seq++, j0, v0 + k, kvh, b, rank);
-          if (k < NP1) produce(ring, tv, seq++, j1, v0 + NP0 + k, kvh, b, rank);
-        }
-#pragma unroll 1
-        for (int k = 0; k < NP0; ++k) {  // the other block's V
-          produce(ring, tv, seq++, j1, v0 + k, kvh, b, rank);
-          if (k < NP1) produce(ring, tv, seq++, j0, v0 + NP0 + k, kvh, b, rank);
-        }
-      }
+      produce_ring<0>(tk, tv, ring_of<0>(sQ), npairs, kvh, b, rank, split);
+    } else if (tid == 32) {
+      produce_ring<1>(tk, tv, ring_of<1>(sQ), npairs, kvh, b, rank, split);
     }
     __syncwarp();
   } else {
-    regs_inc<240>();
     const int t128 = tid & 127;
     // Row table and Q (BR x DP, 64-column panels; zero past the rows and past D) by the 256
     // consumer threads.
@@ -485,12 +558,16 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
     }
     named_sync(BAR_Q, 256);
     const u32 sP = sQ + OFF_P;
-    if (wg == 1)
-      consume<0>(p, ring, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag,
-                 split);
-    else
-      consume<1>(p, ring, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag,
-                 split);
+    // 240 registers each (24 + 240 + 240 = 3 x 168 a thread), raised inside each branch: raised
+    // once before it, ptxas spilled 4 bytes in dropout configurations; 232 / 248 (consumer 1
+    // holds P_0 through its softmax) spilled more.
+    if (wg == 1) {
+      regs_inc<240>();
+      consume<0>(p, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag, split);
+    } else {
+      regs_inc<240>();
+      consume<1>(p, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag, split);
+    }
   }
   // A CTA leaves only when its cluster partner no longer arrives on its barriers.
   if (CL > 1) cluster_sync();

@@ -50,12 +50,12 @@ TEST_CASE("sm90ws configurations of the GPU test compile clean", "[nvrtc]") {
     compile_clean(fwd90ws::default_config(compile_problem(D)), f);
   }
   f.D = 512;
-  for (int slots : {4, 5, 8, 12, 16})
+  for (int slots : {8, 10, 12, 16, 18})
     for (int cl : {1, 2}) compile_clean(fwd90ws::Config{slots, cl}, f);
   f.D = 320;
-  for (int slots : {5, 7}) compile_clean(fwd90ws::Config{slots, 2}, f);
+  for (int slots : {4, 6}) compile_clean(fwd90ws::Config{slots, 2}, f);
   f.D = 1024;
-  for (int slots : {4, 5, 8}) compile_clean(fwd90ws::Config{slots, 1}, f);
+  for (int slots : {8, 10}) compile_clean(fwd90ws::Config{slots, 1}, f);
   f.D = 768;
   compile_clean(fwd90ws::Config{8, 1, 1}, f);
   for (int D : {320, 512})
@@ -114,10 +114,14 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
   ampere.sm_major = 8;
   const Problem p512 = compile_problem(512);
   CHECK_THAT(v->supports(p512, v->default_knobs(p512), ampere).reason, Catch::Contains("sm_90"));
-  CHECK_THAT(v->supports(p512, fwd90ws::Config{19, 2}.knobs(), h200).reason,
+  CHECK_THAT(v->supports(p512, fwd90ws::Config{20, 2}.knobs(), h200).reason,
              Catch::Contains("shared memory"));
-  CHECK_THAT(v->supports(p512, fwd90ws::Config{3, 2}.knobs(), h200).reason,
+  // Two rings; consumer 1's holds its 4 V panels of a block at once at D = 512.
+  CHECK_THAT(v->supports(p512, fwd90ws::Config{6, 1}.knobs(), h200).reason,
              Catch::Contains("at least 4"));
+  CHECK_THAT(v->supports(p512, fwd90ws::Config{17, 1}.knobs(), h200).reason,
+             Catch::Contains("even"));
+  CHECK(v->supports(compile_problem(320), fwd90ws::Config{4, 1}.knobs(), h200).ok());
   CHECK_THAT(v->supports(p512, fwd90ws::Config{8, 4}.knobs(), h200).reason,
              Catch::Contains("cluster"));
   // Every default fits the H200 at every D it accepts.

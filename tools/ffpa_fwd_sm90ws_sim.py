@@ -1,34 +1,43 @@
 #!/usr/bin/env python3
-"""Protocol simulator of kernels/ffpa_fwd_sm90ws.cuh: the K/V ring, its mbarriers and the
-consumers' named barriers, run under random schedules.
+"""Protocol simulator of kernels/ffpa_fwd_sm90ws.cuh: the two K/V rings, their mbarriers and the
+consumers' named-barrier hand-offs, run under random schedules.
 
-Each CTA of a cluster has a producer (one thread issuing TMA loads) and two consumer warpgroups
-(modelled as their 4 warps arriving together). The simulator mirrors the kernel's sequence
-functions (seq_k, seq_v_own, seq_v_other), the producer's loop order, the release rule (a panel's
-slot is released after the next panel's group is committed, the last one after wait<0>), the
+Each CTA of a cluster has two producers (one thread each, filling one consumer's ring by TMA) and
+two consumer warpgroups (modelled as their 4 warps acting together). The simulator mirrors the
+kernel's sequence functions (seq_k, seq_v), the producers' loop order, the release rules (a
+panel's slot is released after the next panel's group is committed, the last one after wait<0>;
+consumer 1's P_0 V_2t groups stay in flight through its softmax and are released together), the
 mbarrier phase/parity rules (a fresh barrier is in phase 0; waiting for parity 1 passes), the
-expect_tx/complete_tx accounting of multicast halves, and the named barriers BAR_MAX and BAR_P.
+expect_tx/complete_tx accounting of multicast halves, and the hand-offs: consumer 0 publishes its
+P tile and maximum and arrives on BAR_P0, consumer 1 waits there, reads them, publishes its own and
+arrives on BAR_P1, where consumer 0 waits. A hardware named barrier completes when all its
+threads arrived, whoever they are: an arrival twice before the other side waited would complete
+it wrongly, which the model reports.
 It checks, for every panel count, O-panel count of a CTA (NPO < NP: D > 512, two CTAs a query
 block), ring depth, pair count and cluster size:
   - no deadlock under many random interleavings,
   - every panel a consumer reads holds what it expects (kind, key block, column panel),
-  - no slot is overwritten while a consumer still reads it (a TMA write into a held slot).
+  - no slot is overwritten while a consumer still reads it (a TMA write into a held slot),
+  - every P tile and maximum a consumer reads is the other consumer's of the same pair, and
+    none is overwritten while read or before it was read.
 Run: tools/ffpa_fwd_sm90ws_sim.py  (exits 1 on the first failure)
 """
 import random
 import sys
 
 
-def seq_k(NP, NPO, t, p, c):
-    return t * (2 * NP + 2 * NPO) + 2 * p + c
+def npc(NPO, c):
+    NP0 = (NPO + 1) // 2
+    return NP0 if c == 0 else NPO - NP0
 
 
-def seq_v_own(NP, NPO, t, k, c):
-    return t * (2 * NP + 2 * NPO) + 2 * NP + 2 * k + c
+def seq_k(NP, NPO, c, t, q):
+    return t * (NP + 2 * npc(NPO, c)) + q
 
 
-def seq_v_other(NP, NPO, t, k, c):
-    return t * (2 * NP + 2 * NPO) + 2 * NP + NPO + 2 * k + c
+def seq_v(NP, NPO, c, t, i, k):
+    n = npc(NPO, c)
+    return t * (NP + 2 * n) + NP + i * n + k
 
 
 class Barrier:
@@ -57,127 +66,175 @@ class Barrier:
         return (self.phase & 1) != parity
 
 
-def producer_order(NP, NPO, npairs, split=0):
-    NP0 = (NPO + 1) // 2
-    NP1 = NPO - NP0
-    v0 = split * NPO
+class NamedBarrier:
+    """bar.arrive / bar.sync over two warpgroups: completes on the second arrival."""
+
+    def __init__(self, name):
+        self.name, self.arrived, self.generation, self.waiting = name, 0, 0, False
+
+    def arrive(self):
+        if self.arrived == 1 and not self.waiting:
+            raise AssertionError(f"{self.name}: a second arrival before the other side waited")
+        self.arrived += 1
+        if self.arrived == 2:
+            self.arrived, self.waiting = 0, False
+            self.generation += 1
+
+    def sync(self):
+        """Generator: arrive and wait for the barrier to complete."""
+        gen = self.generation
+        self.waiting = True
+        self.arrived += 1
+        if self.arrived == 2:
+            self.arrived, self.waiting = 0, False
+            self.generation += 1
+        yield True
+        while self.generation == gen:
+            yield False
+
+
+def producer_order(NP, NPO, npairs, c, split=0):
+    v0 = split * NPO + (0 if c == 0 else npc(NPO, 0))
     out = []  # (kind, block, panel) in seq order
     for t in range(npairs):
-        j0, j1 = 2 * t, 2 * t + 1
-        for q in range(NP):
-            out += [("K", j0, q), ("K", j1, q)]
-        for k in range(NP0):
-            out.append(("V", j0, v0 + k))
-            if k < NP1:
-                out.append(("V", j1, v0 + NP0 + k))
-        for k in range(NP0):
-            out.append(("V", j1, v0 + k))
-            if k < NP1:
-                out.append(("V", j0, v0 + NP0 + k))
+        out += [("K", 2 * t + c, q) for q in range(NP)]
+        for i in range(2):
+            out += [("V", 2 * t + i, v0 + k) for k in range(npc(NPO, c))]
     return out
 
 
-def consumer_reads(NP, NPO, npairs, c, split=0):
-    """(seq, expected content, phase tag) of consumer c in program order, with the points where
-    it meets the named barriers."""
-    NP0 = (NPO + 1) // 2
-    NP1 = NPO - NP0
-    NPC, P0 = (NP0, split * NPO) if c == 0 else (NP1, split * NPO + NP0)
-    steps = []
-    for t in range(npairs):
-        own, other = 2 * t + c, 2 * t + 1 - c
-        panels = [(seq_k(NP, NPO, t, q, c), ("K", own, q)) for q in range(NP)]
-        steps.append(("group", panels))
-        steps.append(("bar", "max"))
-        steps.append(("bar", "p"))
-        pv = [(seq_v_own(NP, NPO, t, k, c), ("V", own, P0 + k)) for k in range(NPC)]
-        pv += [(seq_v_other(NP, NPO, t, k, c), ("V", other, P0 + k)) for k in range(NPC)]
-        steps.append(("group", pv))
-    return steps
-
-
 def simulate(NP, NPO, R, npairs, CL, rng, split=0):
-    order = producer_order(NP, NPO, npairs, split)
-    assert len(order) == (2 * NP + 2 * NPO) * npairs
+    RC = R // 2
+    if RC < npc(NPO, 1):
+        return False  # consumer 1 holds all its V panels of a block at once: refused
     half = 8192 // CL
+    orders = [producer_order(NP, NPO, npairs, c, split) for c in range(2)]
+    for c in range(2):
+        assert len(orders[c]) == (NP + 2 * npc(NPO, c)) * npairs
+        for t in range(npairs):  # the sequence functions index the producer's order
+            for q in range(NP):
+                assert orders[c][seq_k(NP, NPO, c, t, q)] == ("K", 2 * t + c, q)
     ctas = []
     for _ in range(CL):
-        ctas.append({
-            "full": [Barrier(1) for _ in range(R)],
-            "empty": [Barrier(4 * CL) for _ in range(R)],
-            "slot": [None] * R,  # content tag per half: list of CL entries
-            "held": [0] * R,  # consumers reading the slot
-            "named": {},
-        })
-        for s in range(R):
-            ctas[-1]["slot"][s] = [None] * CL
+        cta = {"rings": [], "bar": [NamedBarrier("BAR_P0"), NamedBarrier("BAR_P1")],
+               # P tile and maximum of each consumer: (pair written, pairs read by the other)
+               "p": [None, None], "p_read": [-1, -1], "p_held": [False, False]}
+        for c in range(2):
+            cta["rings"].append({
+                "full": [Barrier(1) for _ in range(RC)],
+                "empty": [Barrier(4 * CL) for _ in range(RC)],
+                "slot": [[None] * CL for _ in range(RC)],  # content tag per multicast half
+                "held": [0] * RC,
+            })
+        ctas.append(cta)
 
-    def producer(cta, rank):
-        for seq, tag in enumerate(order):
-            s = seq % R
-            e = ctas[cta]["empty"][s]
-            par = ((seq // R) & 1) ^ 1
+    def producer(cta, c, rank):
+        for seq, tag in enumerate(orders[c]):
+            s = seq % RC
+            e = ctas[cta]["rings"][c]["empty"][s]
+            par = ((seq // RC) & 1) ^ 1
             while not e.done(par):
                 yield False
-            ctas[cta]["full"][s].arrive(expect_tx=8192)
+            ctas[cta]["rings"][c]["full"][s].arrive(expect_tx=8192)
             yield True
             for dst in range(CL):  # the multicast half lands in every CTA
-                d = ctas[dst]
-                if d["held"][s]:
-                    raise AssertionError(f"TMA wrote slot {s} while cta {dst} reads it")
-                d["slot"][s][rank] = tag
-                d["full"][s].complete_tx(half)
+                ring = ctas[dst]["rings"][c]
+                if ring["held"][s]:
+                    raise AssertionError(f"TMA wrote slot {s} of ring {c} while cta {dst} reads it")
+                ring["slot"][s][rank] = tag
+                ring["full"][s].complete_tx(half)
                 yield True
 
-    def named(cta, name, gen):
-        bars = ctas[cta]["named"]
-        key = (name, gen)
-        bars[key] = bars.get(key, 0) + 1
-        yield True
-        while bars[key] < 2:
-            yield False
-
-    def consumer(cta, c):
-        gens = {"max": 0, "p": 0}
-        for step in consumer_reads(NP, NPO, npairs, c, split):
-            if step[0] == "bar":
-                yield from named(cta, step[1], gens[step[1]])
-                gens[step[1]] += 1
-                continue
-            panels = step[1]
-            prev = None
-            for seq, tag in panels:
-                s = seq % R
-                f = ctas[cta]["full"][s]
-                while not f.done((seq // R) & 1):
-                    yield False
-                got = ctas[cta]["slot"][s]
-                if any(g != tag for g in got):
-                    raise AssertionError(f"cta {cta} consumer {c} seq {seq} expected {tag}, "
-                                         f"slot {s} holds {got}")
-                ctas[cta]["held"][s] += 1
-                yield True
-                if prev is not None:  # wait<1> retired the previous group
-                    release(cta, prev)
-                    yield True
-                prev = seq
-            release(cta, prev)  # wait<0>
-            yield True
-
-    def release(cta, seq):
-        s = seq % R
-        ctas[cta]["held"][s] -= 1
+    def release(cta, c, seq):
+        s = seq % RC
+        ctas[cta]["rings"][c]["held"][s] -= 1
         for dst in range(CL):  # every CTA's producer writes into this slot
             for _ in range(4):  # one arrival per consumer warp
-                ctas[dst]["empty"][s].arrive()
+                ctas[dst]["rings"][c]["empty"][s].arrive()
+
+    def read(cta, c, seq, tag):
+        ring = ctas[cta]["rings"][c]
+        s = seq % RC
+        while not ring["full"][s].done((seq // RC) & 1):
+            yield False
+        if any(g != tag for g in ring["slot"][s]):
+            raise AssertionError(f"cta {cta} consumer {c} seq {seq} expected {tag}, "
+                                 f"slot {s} holds {ring['slot'][s]}")
+        ring["held"][s] += 1
+        yield True
+
+    def group(cta, c, panels, retire=True):
+        """One wgmma group per panel; with retire, release as the kernel does."""
+        prev = None
+        for seq, tag in panels:
+            yield from read(cta, c, seq, tag)
+            if retire and prev is not None:
+                release(cta, c, prev)
+                yield True
+            prev = seq
+        if retire:
+            release(cta, c, prev)
+            yield True
+
+    def publish(cta, c, t):
+        x = ctas[cta]
+        if x["p_held"][c]:
+            raise AssertionError(f"consumer {c} overwrote its P tile while the other reads it")
+        if t > 0 and x["p_read"][c] != t - 1:
+            raise AssertionError(f"consumer {c} overwrote P of pair {t - 1} before it was read")
+        x["p"][c] = t
+
+    def take(cta, c, t):
+        x = ctas[cta]
+        if x["p"][1 - c] != t:
+            raise AssertionError(f"consumer {c} read P of pair {x['p'][1 - c]} in pair {t}")
+        x["p_read"][1 - c] = t
+        x["p_held"][1 - c] = True
+
+    def consumer(cta, c):
+        x = ctas[cta]
+        n = npc(NPO, c)
+        v0 = split * NPO + (0 if c == 0 else npc(NPO, 0))
+        for t in range(npairs):
+            k_panels = [(seq_k(NP, NPO, c, t, q), ("K", 2 * t + c, q)) for q in range(NP)]
+            v_panels = [[(seq_v(NP, NPO, c, t, i, k), ("V", 2 * t + i, v0 + k)) for k in range(n)]
+                        for i in range(2)]
+            yield from group(cta, c, k_panels)
+            if c == 0:
+                publish(cta, 0, t)  # P_0 and the maximum, then BAR_P0
+                x["bar"][0].arrive()
+                yield True
+                yield from group(cta, 0, v_panels[0])
+                yield from x["bar"][1].sync()
+                take(cta, 0, t)
+                yield from group(cta, 0, v_panels[1])
+                x["p_held"][1] = False  # the PV that read P_1 retired
+                yield True
+            else:
+                yield from x["bar"][0].sync()
+                take(cta, 1, t)
+                yield from group(cta, 1, v_panels[0], retire=False)  # in flight: softmax
+                publish(cta, 1, t)
+                yield True
+                for seq, _ in v_panels[0]:  # wait<0>: P_0 V_2t retired, sP[0] read
+                    release(cta, 1, seq)
+                x["p_held"][0] = False
+                yield True
+                x["bar"][1].arrive()
+                yield True
+                yield from group(cta, 1, v_panels[1])
 
     actors = []
     for cta in range(CL):
-        actors += [producer(cta, cta), consumer(cta, 0), consumer(cta, 1)]
+        actors += [producer(cta, 0, cta), producer(cta, 1, cta), consumer(cta, 0),
+                   consumer(cta, 1)]
+    # Random speeds: a slow actor opens the windows a race needs (one step of it against many
+    # of the others).
+    speed = [rng.choice((1.0, 1.0, 0.2, 0.02)) for _ in actors]
     live = list(range(len(actors)))
     blocked = set()  # actors that made no progress since the last action of any actor
     while live:
-        i = rng.choice(live)
+        i = rng.choices(live, weights=[speed[j] for j in live])[0]
         try:
             progressed = next(actors[i])
         except StopIteration:
@@ -190,27 +247,26 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0):
             blocked.add(i)
             if blocked == set(live):
                 raise AssertionError(f"deadlock: NP={NP} NPO={NPO} R={R} npairs={npairs} CL={CL}")
+    return True
 
 
 def main():
     rng = random.Random(1)
     cases = 0
     for NP in (2, 3, 5, 6, 7, 8):
-        for R in (4, 5, 7, 8, 12, 16, 18):
+        for R in (4, 6, 8, 12, 16, 18):
             for npairs in (0, 1, 2, 3, 5):
                 for CL in (1, 2):
                     for _ in range(3):
-                        simulate(NP, NP, R, npairs, CL, rng)
-                        cases += 1
+                        cases += simulate(NP, NP, R, npairs, CL, rng)
     # D > 512: two CTAs a query block, each streaming its share of V (the last partly past D).
     for NP, NPO in ((9, 5), (12, 6), (16, 8)):
         for R in (4, 8, 10):
             for npairs in (1, 2, 3):
                 for split in (0, 1):
-                    simulate(NP, NPO, R, npairs, 1, rng, split)
-                    cases += 1
+                    cases += simulate(NP, NPO, R, npairs, 1, rng, split)
     print(f"ffpa_fwd_sm90ws protocol: {cases} random schedules, no deadlock, no stale or "
-          "overwritten panel")
+          "overwritten panel, P tile or maximum")
 
 
 if __name__ == "__main__":

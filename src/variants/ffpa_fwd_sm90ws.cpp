@@ -2,6 +2,8 @@
 // consumers), compiled by NVRTC at bind().
 #include "variants/ffpa_fwd_sm90ws.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "gpu/tma.hpp"
 #include "tensors/tensors.hpp"
@@ -84,11 +86,10 @@ Knobs Config::knobs() const {
 Config default_config(const Problem& pr) {
   Config c;
   const int D = static_cast<int>(pr.shape.D);
-  // 16 slots fit beside Q and the two P tiles up to D = 512. 18 (the most that fit at D = 512)
-  // ran 15-25 % slower on every row of configs/default.json on the H200
-  // (results/h200/2026-12-03b/); a power of two keeps the ring index a mask and a shift. Past
-  // D = 512 Q takes up to 128 KB: as many slots as fit (10 at D = 1024).
-  while (c.slots > 4 && smem_bytes(c, D) > 227 * 1024) --c.slots;
+  // 16 slots (two rings of 8) fit beside Q and the two P tiles up to D = 512; 12 and 18 ran
+  // 20 % slower at D = 512 (docs/notes/ffpa_fwd_sm90ws.md). Past D = 512 Q takes up to 128 KB:
+  // as many as fit (10 at D = 1024).
+  while (c.slots > 4 && smem_bytes(c, D) > 227 * 1024) c.slots -= 2;
   // cluster = 2 (K/V multicast) ran at a third of cluster = 1's speed on the H200
   // (docs/notes/ffpa_fwd_sm90ws.md): one CTA per query block until that is understood.
   return c;
@@ -105,10 +106,15 @@ Support check(const Config& c, int D, int smem_limit) {
   auto s = [](int v) { return std::to_string(v); };
   if (c.cluster != 1 && c.cluster != 2) return Support::no("cluster is 1 or 2");
   if (c.psmem != 0 && c.psmem != 1) return Support::no("psmem is 0 or 1");
-  if (c.slots < 4) return Support::no("slots must be at least 4 (two in flight per consumer)");
   if (D % 8 || D < kMinD || D > kMaxD)
     return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
                        ".." + s(kMaxD));
+  // Two rings, one per consumer; consumer 1 keeps the wgmmas over all its V panels of a key block
+  // in flight through its softmax, so its ring holds them all.
+  const int panels = (padded_d(D, 64) / 64 + splits(D) - 1) / splits(D) / 2;  // consumer 1's
+  if (c.slots % 2 || c.slots / 2 < std::max(2, panels))
+    return Support::no("slots=" + s(c.slots) + ": two rings of at least " + s(std::max(2, panels)) +
+                       " slots each at D=" + s(D) + " (an even count)");
   // Registers are set by setmaxnreg (consumers 240, producer 24); ptxas reports any spill.
   return check_resources(smem_bytes(c, D), smem_limit, Config::threads(), 0);
 }
