@@ -9,6 +9,10 @@
 //   FFPA_SLOTS    8 KB slots of the K/V rings (even: half for each consumer's ring)
 //   FFPA_CLUSTER  1, or 2: two CTAs of neighbouring query blocks share every K/V panel (each loads
 //                 half of it and multicasts it to both), halving the L2 traffic per FLOP
+//   FFPA_SEESAW   1: the consumers run half a pair apart (below); 0: in lock-step, exchanging
+//                 their row maxima and then their P tiles each pair, both softmaxes at once. The
+//                 seesaw serializes the two softmaxes in each pair's critical path: with a bias
+//                 or dropout (long softmaxes) lock-step can be faster
 //   FFPA_PSMEM    0: the PVs take P from registers (wgmma RS; the other consumer's P is read from
 //                 sP once a pair); 1: from sP (SS): 32 registers fewer, 8 KB more shared reads
 //                 per O panel and P
@@ -60,6 +64,7 @@ constexpr int R = FFPA_SLOTS;
 constexpr int RC = R / 2;  // slots of each consumer's ring
 constexpr int CL = FFPA_CLUSTER;
 constexpr bool PSMEM = FFPA_PSMEM;
+constexpr bool SEESAW = FFPA_SEESAW;
 constexpr int DP = (D + 63) / 64 * 64;  // zero-filled past D (TMA and the Q load)
 constexpr int NP = DP / 64;             // 64-column panels of Q and K
 constexpr int SPLIT = FFPA_SPLIT;
@@ -92,7 +97,7 @@ static_assert(R % 2 == 0 && RC >= 2, "two rings of at least two slots");
 
 // Named barriers (0 is __syncthreads): consumer 0's P and maximum published (consumer 0 arrives,
 // consumer 1 waits), consumer 1's (the other way round), Q and the row table loaded, the row
-// sums.
+// sums. In lock-step both consumers wait on BAR_P0 (row maxima exchanged) and BAR_P1 (P tiles).
 enum : int { BAR_P0 = 1, BAR_P1 = 2, BAR_Q = 3, BAR_SUM = 4 };
 
 // Addresses are computed where used (opaque): the unrolled panel loops would otherwise hoist
@@ -340,7 +345,16 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     }
 
     u32 pb[4][4];  // consumer 0's P in consumer 1, consumer 1's in consumer 0
-    if constexpr (C == 1) {
+    if constexpr (!SEESAW) {
+      // Both fold the larger of the two blocks' maxima: the pair acts as one 128-key block.
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if ((lane & 3) == 0) smax[C * BR + wq * 16 + (lane >> 2) + h * 8] = rmax[h];
+      named_sync(BAR_P0, 256);
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        rmax[h] = fmaxf(rmax[h], smax[(1 - C) * BR + wq * 16 + (lane >> 2) + h * 8]);
+    } else if constexpr (C == 1) {
       // Consumer 0's maximum and P_0: O follows the maximum, then P_0 V_2t runs under this
       // consumer's softmax.
       named_sync(BAR_P0, 256);
@@ -378,7 +392,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
         pa[n / 2][(n & 1) * 2 + h] = pack2(p0, p1);
       }
       l_run[h] = l_run[h] * g[h] + sum;
-      if ((lane & 3) == 0) smax[C * BR + row] = m_run[h];
+      if (SEESAW && (lane & 3) == 0) smax[C * BR + row] = m_run[h];
     }
 #if FFPA_DROPOUT
     {
@@ -415,7 +429,17 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     // With psmem the PVs read sP through the async proxy.
     if (PSMEM) fence_proxy_async();
 
-    if constexpr (C == 0) {
+    if constexpr (!SEESAW) {
+      named_sync(BAR_P1, 256);
+      if (!PSMEM) {
+        load_p(opaque(sP + (1 - C) * (BR * BC * 2)), pb);
+        fence_regs(pb);
+        fence_regs(pa);
+      }
+      rescale(o, g);
+      pv<C, true>(o, C == 0 ? pa : pb, opaque(sP), ring, t, 0, lane);
+      pv<C, true>(o, C == 0 ? pb : pa, opaque(sP + BR * BC * 2), ring, t, 1, lane);
+    } else if constexpr (C == 0) {
       named_arrive(BAR_P0, 256);
       rescale(o, g);
       if (!PSMEM) fence_regs(pa);

@@ -99,6 +99,25 @@ TEST_CASE("sm90ws: ring depths and cluster sizes", "[gpu]") {
   for (int slots : {4, 6, 18}) expect_close(p320, fwd90ws::Config{slots, 2});
 }
 
+// Both protocols of the consumers, whatever the default of the problem: the seesaw (row maxima one
+// way, the rare second move of the maximum) and lock-step, with masking, a bias and dropout.
+TEST_CASE("sm90ws: seesaw and lock-step", "[gpu]") {
+  if (!hopper()) return;
+  for (int seesaw : {0, 1}) {
+    INFO("seesaw=" << seesaw);
+    Problem p = make(1, 4, 2, 333, 517, 512);
+    p.causal = Causal::bottom_right;
+    p.mask = MaskKind::key;
+    p.dropout = 0.1;
+    expect_close(p, fwd90ws::Config{16, 1, 0, seesaw});
+    expect_close(make(2, 2, 1, 300, 700, 320, Dtype::fp16), fwd90ws::Config{16, 1, 0, seesaw});
+    expect_close(make(2, 2, 1, 300, 700, 320, Dtype::fp16), fwd90ws::Config{16, 1, 1, seesaw});
+    Problem q = make(1, 2, 2, 200, 390, 1024);
+    q.causal = Causal::top_left;
+    expect_close(q, fwd90ws::Config{10, 1, 0, seesaw});
+  }
+}
+
 // Past D = 512 two CTAs split O's columns (the last one's panels partly past D at 576 and 968),
 // each computing the whole S from a 128 KB Q.
 TEST_CASE("sm90ws: D 520..1024, O split over two CTAs", "[gpu]") {
@@ -196,7 +215,7 @@ TEST_CASE("sm90ws forward timings", "[.][bench]") {
     const Problem self = make(1, 32, 32, N, N, D);
     bench("self", self, fwd90ws::default_config(self));
     if (D != 512) continue;
-    for (int psmem : {0, 1}) bench("psmem", self, fwd90ws::Config{16, 1, psmem});
+    bench("psmem", self, fwd90ws::Config{16, 1, 1});
     for (int slots : {12, 18}) bench("slots", self, fwd90ws::Config{slots, 1});
     bench("cluster", self, fwd90ws::Config{16, 2});
     Problem causal = self;
@@ -206,6 +225,12 @@ TEST_CASE("sm90ws forward timings", "[.][bench]") {
     bench("cross", make(1, 32, 32, 1024, N, D), fwd90ws::default_config(self));
     Problem drop = self;
     drop.dropout = 0.1;
-    bench("dropout", drop, fwd90ws::default_config(drop));
+    Problem mask = self;
+    mask.mask = MaskKind::key;
+    for (int seesaw : {0, 1}) {
+      bench("seesaw", self, fwd90ws::Config{16, 1, 0, seesaw});
+      bench("dropout", drop, fwd90ws::Config{16, 1, 0, seesaw});
+      bench("mask", mask, fwd90ws::Config{16, 1, 0, seesaw});
+    }
   }
 }

@@ -64,22 +64,41 @@ TEST_CASE("sm90ws configurations of the GPU test compile clean", "[nvrtc]") {
       f.causal = causal;
       compile_clean(fwd90ws::Config{18, 1, 1}, f);
     }
+  for (int seesaw : {0, 1}) {  // "sm90ws: seesaw and lock-step"
+    fwd::Features g;
+    g.D = 512;
+    g.causal = 1;
+    g.bias = 1;
+    g.dropout = 1;
+    compile_clean(fwd90ws::Config{16, 1, 0, seesaw}, g);
+    g = fwd::Features{};
+    g.D = 320;
+    g.bf16 = false;
+    for (int psmem : {0, 1}) compile_clean(fwd90ws::Config{16, 1, psmem, seesaw}, g);
+    g = fwd::Features{};
+    g.D = 1024;
+    g.causal = 2;
+    compile_clean(fwd90ws::Config{10, 1, 0, seesaw}, g);
+  }
 }
 
+// In lock-step (their default: seesaw = 0), bf16 with every mask alignment, fp16 without.
 TEST_CASE("sm90ws bias and dropout compile clean at D 320, 512 and 1024", "[nvrtc]") {
   test::FreshCache cache;
   for (int D : {320, 512, 1024})
-    for (int causal : {0, 1, 2})
-      for (int bias : {0, 1, 2})
-        for (int dropout : {0, 1}) {
-          if (!bias && !dropout) continue;
-          fwd::Features f;
-          f.D = D;
-          f.causal = causal;
-          f.bias = bias;
-          f.dropout = dropout;
-          compile_clean(fwd90ws::Config{D > 512 ? 10 : 18, 1}, f);
-        }
+    for (int bf16 : {1, 0})
+      for (int causal : {0, 1, 2})
+        for (int bias : {0, 1, 2})
+          for (int dropout : {0, 1}) {
+            if ((!bias && !dropout) || (!bf16 && causal)) continue;
+            fwd::Features f;
+            f.D = D;
+            f.bf16 = bf16;
+            f.causal = causal;
+            f.bias = bias;
+            f.dropout = dropout;
+            compile_clean(fwd90ws::Config{D > 512 ? 10 : 18, 1, 0, 0}, f);
+          }
 }
 
 TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {

@@ -10,7 +10,8 @@ consumer 1's P_0 V_2t groups stay in flight through its softmax and are released
 mbarrier phase/parity rules (a fresh barrier is in phase 0; waiting for parity 1 passes), the
 expect_tx/complete_tx accounting of multicast halves, and the hand-offs: consumer 0 publishes its
 P tile and maximum and arrives on BAR_P0, consumer 1 waits there, reads them, publishes its own and
-arrives on BAR_P1, where consumer 0 waits. A hardware named barrier completes when all its
+arrives on BAR_P1, where consumer 0 waits; in lock-step (seesaw = 0) both wait on BAR_P0 (row
+maxima), publish their P and both wait on BAR_P1. A hardware named barrier completes when all its
 threads arrived, whoever they are: an arrival twice before the other side waited would complete
 it wrongly, which the model reports.
 It checks, for every panel count, O-panel count of a CTA (NPO < NP: D > 512, two CTAs a query
@@ -103,7 +104,7 @@ def producer_order(NP, NPO, npairs, c, split=0):
     return out
 
 
-def simulate(NP, NPO, R, npairs, CL, rng, split=0):
+def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True):
     RC = R // 2
     if RC < npc(NPO, 1):
         return False  # consumer 1 holds all its V panels of a block at once: refused
@@ -200,7 +201,16 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0):
             v_panels = [[(seq_v(NP, NPO, c, t, i, k), ("V", 2 * t + i, v0 + k)) for k in range(n)]
                         for i in range(2)]
             yield from group(cta, c, k_panels)
-            if c == 0:
+            if not seesaw:
+                yield from x["bar"][0].sync()
+                publish(cta, c, t)
+                yield from x["bar"][1].sync()
+                take(cta, c, t)
+                yield from group(cta, c, v_panels[0])
+                yield from group(cta, c, v_panels[1])
+                x["p_held"][1 - c] = False  # the PVs that read the other's P retired
+                yield True
+            elif c == 0:
                 publish(cta, 0, t)  # P_0 and the maximum, then BAR_P0
                 x["bar"][0].arrive()
                 yield True
@@ -257,14 +267,15 @@ def main():
         for R in (4, 6, 8, 12, 16, 18):
             for npairs in (0, 1, 2, 3, 5):
                 for CL in (1, 2):
-                    for _ in range(3):
-                        cases += simulate(NP, NP, R, npairs, CL, rng)
+                    for seesaw in (True, True, False):
+                        cases += simulate(NP, NP, R, npairs, CL, rng, seesaw=seesaw)
     # D > 512: two CTAs a query block, each streaming its share of V (the last partly past D).
     for NP, NPO in ((9, 5), (12, 6), (16, 8)):
         for R in (4, 8, 10):
             for npairs in (1, 2, 3):
                 for split in (0, 1):
-                    cases += simulate(NP, NPO, R, npairs, 1, rng, split)
+                    for seesaw in (True, False):
+                        cases += simulate(NP, NPO, R, npairs, 1, rng, split, seesaw)
     print(f"ffpa_fwd_sm90ws protocol: {cases} random schedules, no deadlock, no stale or "
           "overwritten panel, P tile or maximum")
 

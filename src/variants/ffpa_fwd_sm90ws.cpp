@@ -55,8 +55,10 @@ class Fwd90wsOp : public Op {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {
-    {"slots", &Config::slots}, {"cluster", &Config::cluster}, {"psmem", &Config::psmem}};
+constexpr Knob<Config> kKnobs[] = {{"slots", &Config::slots},
+                                   {"cluster", &Config::cluster},
+                                   {"psmem", &Config::psmem},
+                                   {"seesaw", &Config::seesaw}};
 
 Support problem_check(const Problem& pr) {
   const auto& s = pr.shape;
@@ -90,6 +92,9 @@ Config default_config(const Problem& pr) {
   // 20 % slower at D = 512 (docs/notes/ffpa_fwd_sm90ws.md). Past D = 512 Q takes up to 128 KB:
   // as many as fit (10 at D = 1024).
   while (c.slots > 4 && smem_bytes(c, D) > 227 * 1024) c.slots -= 2;
+  // The seesaw puts both softmaxes of a pair in its critical path: with a bias or dropout (long
+  // softmaxes) it ran 13-20 % slower than lock-step on the H200 (docs/notes/ffpa_fwd_sm90ws.md).
+  c.seesaw = pr.mask == MaskKind::none && pr.dropout == 0.0;
   // cluster = 2 (K/V multicast) ran at a third of cluster = 1's speed on the H200
   // (docs/notes/ffpa_fwd_sm90ws.md): one CTA per query block until that is understood.
   return c;
@@ -106,11 +111,13 @@ Support check(const Config& c, int D, int smem_limit) {
   auto s = [](int v) { return std::to_string(v); };
   if (c.cluster != 1 && c.cluster != 2) return Support::no("cluster is 1 or 2");
   if (c.psmem != 0 && c.psmem != 1) return Support::no("psmem is 0 or 1");
+  if (c.seesaw != 0 && c.seesaw != 1) return Support::no("seesaw is 0 or 1");
   if (D % 8 || D < kMinD || D > kMaxD)
     return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
                        ".." + s(kMaxD));
-  // Two rings, one per consumer; consumer 1 keeps the wgmmas over all its V panels of a key block
-  // in flight through its softmax, so its ring holds them all.
+  // Two rings, one per consumer; in the seesaw consumer 1 keeps the wgmmas over all its V panels of
+  // a key block in flight through its softmax, so its ring holds them all (checked in lock-step
+  // too: one rule for every configuration).
   const int panels = (padded_d(D, 64) / 64 + splits(D) - 1) / splits(D) / 2;  // consumer 1's
   if (c.slots % 2 || c.slots / 2 < std::max(2, panels))
     return Support::no("slots=" + s(c.slots) + ": two rings of at least " + s(std::max(2, panels)) +

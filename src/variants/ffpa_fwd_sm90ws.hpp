@@ -22,6 +22,7 @@ struct Config {
   int slots = 16;   // 8 KB slots of the K/V rings (even: a ring per consumer)
   int cluster = 1;  // CTAs sharing each K/V panel by TMA multicast (1 or 2)
   int psmem = 0;    // 1: a consumer's own PV reads P from shared memory too (no P registers)
+  int seesaw = 1;   // 1: consumers half a key-block pair apart; 0: in lock-step
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
