@@ -69,6 +69,11 @@ int dtype_bytes(Dtype) {
   return 2;
 }
 
+std::string HeadDims::refusal(int64_t D) {
+  auto n = [](int64_t v) { return std::to_string(v); };
+  return "D=" + n(D) + " must be a multiple of " + n(step) + " in " + n(min) + ".." + n(max);
+}
+
 double Problem::scale() const {
   return 1.0 / std::sqrt(static_cast<double>(shape.D));
 }

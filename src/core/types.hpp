@@ -49,6 +49,14 @@ struct Shape {
   }
 };
 
+// The head dims a problem may have: multiples of 8 (16-byte rows of 2-byte elements) in 32..1024.
+// Cases refuse other D when they are read; the FFPA variants refuse them in problems built in code.
+struct HeadDims {
+  static constexpr int64_t min = 32, max = 1024, step = 8;
+  static bool allows(int64_t D) { return D % step == 0 && D >= min && D <= max; }
+  static std::string refusal(int64_t D);  // "D=100 must be a multiple of 8 in 32..1024"
+};
+
 // One fully resolved attention problem: a case at one sweep point and one dtype.
 struct Problem {
   std::string case_name;
