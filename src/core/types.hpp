@@ -18,12 +18,16 @@ enum class Causal { none, bottom_right, top_left };
 enum class MaskKind { none, key, query_key, full };
 // fp32, or the same dtype as q/k/v.
 enum class MaskDtype { fp32, input };
+// The baselines. A Baseline says which it is (Baseline::id) and is picked by it; the spelling
+// (to_string) is its impl name in results and reports.
+enum class BaselineId { unfused, cudnn };
 
 std::string to_string(Dtype);
 std::string to_string(Pass);
 std::string to_string(Causal);
 std::string to_string(MaskKind);
 std::string to_string(MaskDtype);
+std::string to_string(BaselineId);
 
 // Parsers return nullopt for an unknown spelling; callers turn that into an InputError.
 std::optional<Dtype> parse_dtype(const std::string&);
@@ -31,6 +35,7 @@ std::optional<Pass> parse_pass(const std::string&);
 std::optional<Causal> parse_causal(const std::string&);
 std::optional<MaskKind> parse_mask_kind(const std::string&);
 std::optional<MaskDtype> parse_mask_dtype(const std::string&);
+std::optional<BaselineId> parse_baseline_id(const std::string&);
 
 int dtype_bytes(Dtype);
 
