@@ -4,7 +4,7 @@
 //   FFPA_D        head dim (multiple of 8, at most 512)
 //   FFPA_BC       keys per tile (64 or 128)
 //   FFPA_STAGES   slots of the K/V ring (>= 3; STAGES - 2 are loaded ahead)
-//   FFPA_PPS      64-column panels of each half per slot (divides DP / 128)
+//   FFPA_PANELS   64-column panels of each half per slot (divides DP / 128)
 //   FFPA_PSMEM    0: P stays in registers (PV is wgmma RS); 1: P goes through shared memory
 //                 (PV is wgmma SS, A = P like Q): 16 registers fewer, room for a bias at D = 512
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DROPOUT as in ffpa_fwd.cuh (no split-KV here)
@@ -49,7 +49,7 @@ constexpr int NT = 256;
 constexpr int DP = (D + 127) / 128 * 128;  // zero-filled past D
 constexpr int DH = DP / 2;                 // columns of a warpgroup
 constexpr int NP = DH / 64;                // 64-column panels of a warpgroup
-constexpr int PPS = FFPA_PPS;              // of them per slot
+constexpr int PPS = FFPA_PANELS;           // of them per slot
 constexpr int NPS = NP / PPS;              // slots per half tile (K or V)
 constexpr int NB = BC / 64;                // n64 pieces of S
 constexpr int KS = BC / 16;                // k16 steps of PV

@@ -17,10 +17,18 @@ TEST_CASE("variant selection rejects unknown names, baseline modes pick baseline
   CHECK(selected_baselines(reg, BaselineMode::all).size() == reg.baselines.size());
   const auto cudnn = selected_baselines(reg, BaselineMode::cudnn);
   REQUIRE(cudnn.size() == 1);
+  CHECK(cudnn[0]->id() == BaselineId::cudnn);
   CHECK(cudnn[0]->name() == "cudnn");
   const auto unfused = selected_baselines(reg, BaselineMode::unfused);
   REQUIRE(unfused.size() == 1);
+  CHECK(unfused[0]->id() == BaselineId::unfused);
   CHECK(unfused[0]->name() == "unfused");
+  for (BaselineMode m : {BaselineMode::best, BaselineMode::all, BaselineMode::none})
+    CHECK_FALSE(single_baseline(m));
+  // The name in results reads back as the baseline it came from.
+  for (BaselineId id : {BaselineId::unfused, BaselineId::cudnn})
+    CHECK(parse_baseline_id(to_string(id)) == id);
+  CHECK_FALSE(parse_baseline_id("ffpa-fwd-sm80"));
 }
 
 TEST_CASE("incomparable outputs keep only the NaN/Inf scan, with the reason", "[runner]") {

@@ -192,7 +192,7 @@ class UnfusedOp : public Op {
 
 class UnfusedBaseline : public Baseline {
  public:
-  std::string name() const override { return "unfused"; }
+  BaselineId id() const override { return BaselineId::unfused; }
   Support supports(const Problem& p, Pass) const override {
     if (p.shape.Nkv > INT_MAX / 2 || p.shape.D > INT_MAX)
       return Support::no("sequence length beyond 32-bit kernel indices");

@@ -392,8 +392,7 @@ Problem resolve_case(const CaseFile& cf, const CaseSpec& c, const SweepPoint& p,
     if (p.Hkv) fail_forced("--Hkv", why);
     fail("Hkv", why);
   }
-  if (s.D % 8 != 0 || s.D < 32 || s.D > 1024)
-    fail("D", "D=" + std::to_string(s.D) + " must be a multiple of 8 in 32..1024");
+  if (!HeadDims::allows(s.D)) fail("D", HeadDims::refusal(s.D));
   if (c.causal == Causal::bottom_right && s.Nq > s.Nkv) {
     const std::string why = "bottom_right causal needs Nq <= Nkv, got Nq=" + std::to_string(s.Nq) +
                             ", Nkv=" + std::to_string(s.Nkv) + " (the first rows would see no key)";

@@ -24,7 +24,7 @@ std::string head_dims(const Variant& v, Problem p) {
            (start == prev ? std::to_string(start) : fmt::format("{}-{}", start, prev));
     start = -1;
   };
-  for (int64_t d = 32; d <= 1024; d += 8) {
+  for (int64_t d = HeadDims::min; d <= HeadDims::max; d += HeadDims::step) {
     p.shape.D = d;
     if (v.supports(p).ok()) {
       if (start < 0) start = d;
@@ -34,7 +34,7 @@ std::string head_dims(const Variant& v, Problem p) {
     }
   }
   flush();
-  return out.empty() ? "none" : out + " (multiples of 8)";
+  return out.empty() ? "none" : out + fmt::format(" (multiples of {})", HeadDims::step);
 }
 
 std::string shape_text(const Shape& s) {

@@ -30,6 +30,8 @@ const std::pair<MaskKind, const char*> kMasks[] = {{MaskKind::none, "none"},
                                                    {MaskKind::full, "full"}};
 const std::pair<MaskDtype, const char*> kMaskDtypes[] = {{MaskDtype::fp32, "fp32"},
                                                          {MaskDtype::input, "input"}};
+const std::pair<BaselineId, const char*> kBaselines[] = {{BaselineId::unfused, "unfused"},
+                                                         {BaselineId::cudnn, "cudnn"}};
 
 }  // namespace
 
@@ -48,6 +50,9 @@ std::string to_string(MaskKind e) {
 std::string to_string(MaskDtype e) {
   return name_of(kMaskDtypes, e);
 }
+std::string to_string(BaselineId e) {
+  return name_of(kBaselines, e);
+}
 
 std::optional<Dtype> parse_dtype(const std::string& s) {
   return lookup(kDtypes, s);
@@ -64,9 +69,17 @@ std::optional<MaskKind> parse_mask_kind(const std::string& s) {
 std::optional<MaskDtype> parse_mask_dtype(const std::string& s) {
   return lookup(kMaskDtypes, s);
 }
+std::optional<BaselineId> parse_baseline_id(const std::string& s) {
+  return lookup(kBaselines, s);
+}
 
 int dtype_bytes(Dtype) {
   return 2;
+}
+
+std::string HeadDims::refusal(int64_t D) {
+  auto n = [](int64_t v) { return std::to_string(v); };
+  return "D=" + n(D) + " must be a multiple of " + n(step) + " in " + n(min) + ".." + n(max);
 }
 
 double Problem::scale() const {

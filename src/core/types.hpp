@@ -18,12 +18,16 @@ enum class Causal { none, bottom_right, top_left };
 enum class MaskKind { none, key, query_key, full };
 // fp32, or the same dtype as q/k/v.
 enum class MaskDtype { fp32, input };
+// The baselines. A Baseline says which it is (Baseline::id) and is picked by it; the spelling
+// (to_string) is its impl name in results and reports.
+enum class BaselineId { unfused, cudnn };
 
 std::string to_string(Dtype);
 std::string to_string(Pass);
 std::string to_string(Causal);
 std::string to_string(MaskKind);
 std::string to_string(MaskDtype);
+std::string to_string(BaselineId);
 
 // Parsers return nullopt for an unknown spelling; callers turn that into an InputError.
 std::optional<Dtype> parse_dtype(const std::string&);
@@ -31,6 +35,7 @@ std::optional<Pass> parse_pass(const std::string&);
 std::optional<Causal> parse_causal(const std::string&);
 std::optional<MaskKind> parse_mask_kind(const std::string&);
 std::optional<MaskDtype> parse_mask_dtype(const std::string&);
+std::optional<BaselineId> parse_baseline_id(const std::string&);
 
 int dtype_bytes(Dtype);
 
@@ -47,6 +52,14 @@ struct Shape {
   bool operator==(const Shape& o) const {
     return B == o.B && Hq == o.Hq && Hkv == o.Hkv && Nq == o.Nq && Nkv == o.Nkv && D == o.D;
   }
+};
+
+// The head dims a problem may have: multiples of 8 (16-byte rows of 2-byte elements) in 32..1024.
+// Cases refuse other D when they are read; the FFPA variants refuse them in problems built in code.
+struct HeadDims {
+  static constexpr int64_t min = 32, max = 1024, step = 8;
+  static bool allows(int64_t D) { return D % step == 0 && D >= min && D <= max; }
+  static std::string refusal(int64_t D);  // "D=100 must be a multiple of 8 in 32..1024"
 };
 
 // One fully resolved attention problem: a case at one sweep point and one dtype.

@@ -56,7 +56,7 @@ std::string markdown_cell(const std::string& s) {
 }
 
 std::string display_name(const std::string& impl) {
-  return impl == "cudnn" ? "cuDNN" : impl;
+  return parse_baseline_id(impl) == BaselineId::cudnn ? "cuDNN" : impl;
 }
 
 std::string case_label(const Row& r) {

@@ -82,9 +82,9 @@ std::string header(const std::vector<std::string>& cols, const std::string& alig
   return out + "\n";
 }
 
-// The Measurement::impl a single-baseline mode names.
-std::string single_baseline(BaselineMode mode) {
-  return mode == BaselineMode::cudnn ? "cudnn" : "unfused";
+// The Measurement::impl a single-baseline mode (cudnn, unfused) names.
+std::string single_impl(BaselineMode mode) {
+  return to_string(*single_baseline(mode));
 }
 
 std::vector<std::string> baseline_names(const std::vector<const Row*>& rows) {
@@ -115,8 +115,7 @@ std::string pass_table(const std::vector<const Row*>& rows, Pass pass, BaselineM
       break;
     case BaselineMode::cudnn:
     case BaselineMode::unfused:
-      cols.insert(cols.end(),
-                  {"FFPA / " + display_name(single_baseline(mode)), "TFLOPS", "speedup"});
+      cols.insert(cols.end(), {"FFPA / " + display_name(single_impl(mode)), "TFLOPS", "speedup"});
       break;
     case BaselineMode::none:
       cols.insert(cols.end(), {"FFPA", "TFLOPS"});
@@ -139,8 +138,8 @@ std::string pass_table(const std::vector<const Row*>& rows, Pass pass, BaselineM
       case BaselineMode::best:
       case BaselineMode::cudnn:
       case BaselineMode::unfused: {
-        const Side b = mode == BaselineMode::best ? best_side(*r)
-                                                  : side(find_baseline(*r, single_baseline(mode)));
+        const Side b =
+            mode == BaselineMode::best ? best_side(*r) : side(find_baseline(*r, single_impl(mode)));
         cells.insert(cells.end(),
                      {time_pair(f, b), tflops_of(f) + " / " + tflops_of(b), speedup_of(f, b)});
         break;

@@ -27,6 +27,12 @@ std::optional<BaselineMode> parse_baseline_mode(const std::string& s) {
   return std::nullopt;
 }
 
+std::optional<BaselineId> single_baseline(BaselineMode m) {
+  if (m == BaselineMode::cudnn) return BaselineId::cudnn;
+  if (m == BaselineMode::unfused) return BaselineId::unfused;
+  return std::nullopt;
+}
+
 bool ReportOptions::wants(const std::string& format) const {
   return std::find(formats.begin(), formats.end(), format) != formats.end();
 }

@@ -41,10 +41,9 @@ Registry Registry::make() {
 
 std::vector<Baseline*> selected_baselines(const Registry& reg, BaselineMode mode) {
   std::vector<Baseline*> out;
+  const std::optional<BaselineId> only = single_baseline(mode);
   for (const auto& b : reg.baselines) {
-    const bool take = mode == BaselineMode::best || mode == BaselineMode::all ||
-                      (mode == BaselineMode::cudnn && b->name() == "cudnn") ||
-                      (mode == BaselineMode::unfused && b->name() == "unfused");
+    const bool take = mode == BaselineMode::best || mode == BaselineMode::all || b->id() == only;
     if (take) out.push_back(b.get());
   }
   return out;

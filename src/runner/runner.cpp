@@ -499,7 +499,7 @@ Environment describe_environment(const gpu::DeviceInfo& dev, const Registry& reg
   env.cuda_runtime = version_string(dev.runtime_version);
   env.cudnn = "not loaded";
   for (const auto& b : reg.baselines)
-    if (b->name() == "cudnn" && !b->version().empty()) env.cudnn = b->version();
+    if (b->id() == BaselineId::cudnn && !b->version().empty()) env.cudnn = b->version();
   env.git_commit = build_commit();
   env.build_flags = build_flags();
   env.command_line = command_line;

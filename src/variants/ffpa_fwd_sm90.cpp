@@ -125,19 +125,11 @@ Support check(const Config& c, int D, int smem_limit) {
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const fwd::Features& f) {
-  const auto d = define;
-  return {d("FFPA_D", f.D),
-          d("FFPA_BC", c.Bc),
-          d("FFPA_STAGES", c.stages),
-          d("FFPA_PPS", c.panels),
-          d("FFPA_PSMEM", c.psmem),
-          d("FFPA_BF16", f.bf16),
-          d("FFPA_CAUSAL", f.causal),
-          d("FFPA_BIAS", f.bias),
-          d("FFPA_DROPOUT", f.dropout),
-          d("FFPA_BIAS_ROWS", f.bias == 0  ? 0
-                              : f.key_bias ? 1
-                                           : 64)};
+  std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_BC, _STAGES, _PANELS, _PSMEM
+  const std::vector<std::string> fd = f.defines();
+  o.insert(o.end(), fd.begin(), fd.end());
+  o.push_back(define("FFPA_BIAS_ROWS", f.bias == 0 ? 0 : f.key_bias ? 1 : 64));
+  return o;
 }
 
 nvrtc::Compiled compile(const Config& c, const fwd::Features& f) {

@@ -158,8 +158,7 @@ class FfpaVariant : public Variant {
 
   Support supports(const Problem& p) const override {
     const auto& s = p.shape;
-    if (s.D % 8 || s.D < 32 || s.D > 1024)
-      return Support::no("D=" + std::to_string(s.D) + ": needs a multiple of 8 in 32..1024");
+    if (!HeadDims::allows(s.D)) return Support::no(HeadDims::refusal(s.D));
     if (s.Hkv <= 0 || s.Hq % s.Hkv) return Support::no("Hq must be a multiple of Hkv");
     if (s.group() * s.Nq > 0x7fffffffLL) return Support::no("group * Nq exceeds 2^31");
     if (s.B < 1 || s.Nq < 1 || s.Nkv < 1) return Support::no("empty problem");

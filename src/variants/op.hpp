@@ -80,7 +80,8 @@ class Variant {
 class Baseline {
  public:
   virtual ~Baseline() = default;
-  virtual std::string name() const = 0;  // "cudnn", "unfused"
+  virtual BaselineId id() const = 0;
+  std::string name() const { return to_string(id()); }  // "cudnn", "unfused"
   virtual Support supports(const Problem&, Pass) const = 0;
   // Extra device memory the baseline would need, so the runner can skip what will not fit.
   virtual int64_t extra_bytes(const Problem&, Pass) const = 0;

@@ -354,7 +354,7 @@ bool wants_dbias(const Problem& p, Pass pass) {
 
 class CudnnBaseline : public Baseline {
  public:
-  std::string name() const override { return "cudnn"; }
+  BaselineId id() const override { return BaselineId::cudnn; }
 
   // Only what is certain without asking cuDNN; everything else is cuDNN's call in bind().
   Support supports(const Problem&, Pass) const override {
