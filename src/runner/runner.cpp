@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/interrupt.hpp"
 #include "core/paths.hpp"
+#include "gpu/nvml.hpp"
 #include "gpu/nvrtc.hpp"
 #include "gpu/nvtx.hpp"
 #include "plan/shard.hpp"
