@@ -4,12 +4,7 @@
 // Arguments are the knobs (grid spelling) and D; sizes and offsets are in bytes.
 #pragma once
 
-// NVRTC compiles only device functions: the layout is both host and device code.
-#if defined(__CUDACC__)
-#define FFPA_LAYOUT_FN __host__ __device__ constexpr
-#else
-#define FFPA_LAYOUT_FN constexpr
-#endif
+#include "ffpa_layout.h"
 
 namespace ffpa_layout {
 

@@ -50,6 +50,7 @@
 // protocol.
 #pragma once
 
+#include "ffpa_fwd_sm90ws_layout.h"
 #include "tma.cuh"
 #include "wgmma.cuh"
 
@@ -58,8 +59,8 @@ namespace ffpa_fwd90ws {
 using namespace ffpa_dev;
 
 constexpr int D = FFPA_D;
-constexpr int BR = 64;
-constexpr int BC = 64;
+constexpr int BR = ffpa_layout::FwdSm90ws::kRows;
+constexpr int BC = ffpa_layout::FwdSm90ws::kKeys;
 constexpr int R = FFPA_SLOTS;
 constexpr int RC = R / 2;  // slots of each consumer's ring
 constexpr int CL = FFPA_CLUSTER;
@@ -72,19 +73,16 @@ constexpr int NPO = (NP + SPLIT - 1) / SPLIT;  // O (and V) panels of a CTA; the
                                                // lie past D: TMA zero-fills them, unstored
 constexpr int NP0 = (NPO + 1) / 2;             // O panels of consumer 0
 constexpr int NP1 = NPO - NP0;                 // of consumer 1
-constexpr int PANEL = BC * 128;                // one ring slot
-constexpr int Q_PANEL = BR * 128;
-constexpr int Q_BYTES = BR * DP * 2;
-constexpr int P_BYTES = 2 * BR * BC * 2;  // sP[0], sP[1]
+constexpr int PANEL = ffpa_layout::FwdSm90ws::kPanel;  // one ring slot
+constexpr int Q_PANEL = ffpa_layout::FwdSm90ws::kQPanel;
 constexpr int NT = 384;
-// Offsets from the 1024-aligned base.
-constexpr int OFF_RING = Q_BYTES;
-constexpr int OFF_P = OFF_RING + R * PANEL;
-constexpr int OFF_STATS = OFF_P + P_BYTES;        // row maxima and sums of both consumers, floats
-constexpr int OFF_ROWS = OFF_STATS + 4 * BR * 4;  // query index and q head per row, ints
-constexpr int OFF_DROP = OFF_ROWS + 2 * BR * 4;   // dropout seed and p (16 bytes)
-constexpr int OFF_BARS = OFF_DROP + 16;           // per ring: full[RC], empty[RC]
-constexpr int SMEM_BYTES = 1024 + OFF_BARS + 2 * R * 8;
+constexpr ffpa_layout::FwdSm90ws LAYOUT = ffpa_layout::fwd_sm90ws_layout(DP, R);  // offsets
+constexpr int OFF_RING = LAYOUT.ring;
+constexpr int OFF_P = LAYOUT.p;
+constexpr int OFF_STATS = LAYOUT.stats;
+constexpr int OFF_ROWS = LAYOUT.rows;
+constexpr int OFF_DROP = LAYOUT.drop;
+constexpr int OFF_BARS = LAYOUT.bars;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 constexpr float RESCALE_SLACK = 8.f;

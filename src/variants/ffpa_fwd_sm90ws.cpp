@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "ffpa_fwd_sm90ws_layout.h"
 #include "gpu/tma.hpp"
 #include "tensors/tensors.hpp"
 #include "variants/ffpa_variant.hpp"
@@ -101,10 +102,7 @@ Config default_config(const Problem& pr) {
 }
 
 int smem_bytes(const Config& c, int D) {
-  // alignment slack, Q, the ring, P of both consumers, row statistics and table, the dropout
-  // parameters, the barriers
-  return 1024 + 64 * padded_d(D, 64) * 2 + c.slots * 8192 + 2 * 64 * 64 * 2 + 4 * 64 * 4 +
-         2 * 64 * 4 + 16 + 2 * c.slots * 8;
+  return ffpa_layout::fwd_sm90ws_layout(padded_d(D, 64), c.slots).bytes;
 }
 
 Support check(const Config& c, int D, int smem_limit) {

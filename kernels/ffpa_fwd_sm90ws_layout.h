@@ -1,0 +1,39 @@
+// Shared-memory layout of ffpa-fwd-sm90ws, read by the kernel (its offsets) and by the host (the
+// bytes a launch asks for), so the two cannot drift. Offsets from the 1024-aligned base (the
+// 128-byte swizzle is a function of absolute address bits 7..9).
+#pragma once
+
+#include "ffpa_layout.h"
+
+namespace ffpa_layout {
+
+struct FwdSm90ws {
+  static constexpr int kRows = 64;             // query rows of a CTA
+  static constexpr int kKeys = 64;             // keys of a block
+  static constexpr int kPanel = kKeys * 128;   // one ring slot: 64 keys x 64 columns, 2 bytes
+  static constexpr int kQPanel = kRows * 128;  // 64 rows x 64 columns of Q
+
+  int ring;   // the slots of both rings
+  int p;      // sP[0], sP[1]
+  int stats;  // row maxima and sums of both consumers, floats
+  int rows;   // query index and q head per row, ints
+  int drop;   // dropout seed and p (16 bytes)
+  int bars;   // per ring: full[slots / 2], empty[slots / 2]
+  int bytes;  // dynamic shared memory of a launch, with the alignment slack
+};
+
+// dp: D padded to a multiple of 64 (Q's panels are zero-filled past D).
+FFPA_LAYOUT_FN FwdSm90ws fwd_sm90ws_layout(int dp, int slots) {
+  using L = FwdSm90ws;
+  FwdSm90ws l{};
+  l.ring = L::kRows * dp * 2;
+  l.p = l.ring + slots * L::kPanel;
+  l.stats = l.p + 2 * L::kRows * L::kKeys * 2;
+  l.rows = l.stats + 4 * L::kRows * 4;
+  l.drop = l.rows + 2 * L::kRows * 4;
+  l.bars = l.drop + 16;
+  l.bytes = 1024 + l.bars + 2 * slots * 8;
+  return l;
+}
+
+}  // namespace ffpa_layout
