@@ -44,6 +44,7 @@
 // placement, fragments, exchanges and the barrier protocol.
 #pragma once
 
+#include "ffpa_bwd_sm90c_layout.h"
 #include "ffpa_common.cuh"
 #include "tma.cuh"
 #include "wgmma.cuh"
@@ -65,15 +66,9 @@ constexpr int PPG = FFPA_PANELS;           // of them per Q/dO cp.async group
 constexpr int NG = NP / PPG;
 constexpr int KV_PANEL = BC * 128;
 constexpr int Q_PANEL = BR * 128;
-constexpr int KV_BYTES = BC * DC * 2;
-constexpr int Q_BYTES = BR * DC * 2;
 constexpr int DQB = FFPA_DQBUF;
-constexpr int PT_BYTES = BC * BR * 2;       // P^T or dS^T
-constexpr int X_BYTES = 2 * NN * 128 * 16;  // exchange: [w][n8][thread] float4
-constexpr int ROW_BYTES = BR * 8;           // row table of a tile: lse * log2(e), delta
-constexpr int KEEP_BYTES = NT * 4;          // dropout keep bits from the other block, a thread's
-constexpr int SMEM_BYTES =
-    1024 + 2 * KV_BYTES + 2 * Q_BYTES + 2 * PT_BYTES + X_BYTES + 2 * ROW_BYTES + KEEP_BYTES;
+constexpr int ROW_BYTES = BR * 8;  // row table of a tile: lse * log2(e), delta
+constexpr ffpa_layout::BwdSm90c LAYOUT = ffpa_layout::bwd_sm90c_layout(DP, BC);
 #define POS_INF __int_as_float(0x7f800000u)
 constexpr float LOG2E = 1.4426950408889634f;
 
@@ -114,17 +109,17 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   const u32 raw = smem_u32(smem_raw);
   const u32 sK = (raw + 1023u) & ~1023u;
   unsigned char* smem = smem_raw + (sK - raw);
-  const u32 sV = sK + KV_BYTES;
-  const u32 sQ = sV + KV_BYTES;
-  const u32 sO = sQ + Q_BYTES;   // dO
-  const u32 sPt = sO + Q_BYTES;  // P^T, then dS^T
-  const u32 sSt = sPt + PT_BYTES;
-  float4* xbuf = reinterpret_cast<float4*>(smem + 2 * KV_BYTES + 2 * Q_BYTES + 2 * PT_BYTES);
+  const u32 sV = sK + LAYOUT.v;
+  const u32 sQ = sK + LAYOUT.q;
+  const u32 sO = sK + LAYOUT.o;    // dO
+  const u32 sPt = sK + LAYOUT.pt;  // P^T, then dS^T
+  const u32 sSt = sK + LAYOUT.st;
+  float4* xbuf = reinterpret_cast<float4*>(smem + LAYOUT.x);
   // Row tables of two consecutive query tiles (the next one is staged while dQ of this one is
   // still reduced): per row lse * log2(e) (+inf: no gradient) and delta.
-  unsigned char* rows_base = smem + 2 * KV_BYTES + 2 * Q_BYTES + 2 * PT_BYTES + X_BYTES;
+  unsigned char* rows_base = smem + LAYOUT.rows;
   // Dropout: the keep bits the other block drew for this thread's row (slot tid).
-  u32* keep_in = reinterpret_cast<u32*>(rows_base + 2 * ROW_BYTES);
+  u32* keep_in = reinterpret_cast<u32*>(smem + LAYOUT.keep);
 
   const int tid = threadIdx.x, lane = tid & 31;
   // The warpgroup index through a shuffle, so that ptxas knows it is warp-uniform.

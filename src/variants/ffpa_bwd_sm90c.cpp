@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "ffpa_bwd_sm90c_layout.h"
 #include "tensors/tensors.hpp"
 #include "variants/ffpa_variant.hpp"
 
@@ -65,11 +66,7 @@ Config default_config(const Problem& pr) {
 }
 
 int smem_bytes(const Config& c, int D) {
-  // alignment slack, K and V, Q and dO (each the block's half of D), P^T and dS^T, the exchange,
-  // two row tables, the dropout keep bits from the other block
-  const int dc = padded(D) / 2;
-  return 1024 + 2 * c.bc * dc * 2 + 2 * 64 * dc * 2 + 2 * c.bc * 64 * 2 +
-         2 * (c.bc / 8) * 128 * 16 + 2 * 64 * 8 + Config::threads() * 4;
+  return ffpa_layout::bwd_sm90c_layout(padded(D), c.bc).bytes;
 }
 
 int accumulator_registers(const Config& c, int D) {
