@@ -47,6 +47,7 @@
 // maps below against it.
 #pragma once
 
+#include "ffpa_bwd_sm90_layout.h"
 #include "ffpa_common.cuh"
 #include "tma.cuh"
 #include "wgmma.cuh"
@@ -66,18 +67,14 @@ constexpr int PPG = FFPA_PANELS;           // of them per Q/dO cp.async group
 constexpr int NG = NP / PPG;
 constexpr int KV_PANEL = BC * 128;
 constexpr int Q_PANEL = BR * 128;
-constexpr int KV_BYTES = BC * DP * 2;
-constexpr int Q_BYTES = BR * DP * 2;
 constexpr bool SPLIT = FFPA_SPLIT;
 constexpr bool PAIR = FFPA_PAIR;
 constexpr int DQB = FFPA_DQBUF;
-constexpr int PT_BYTES = BC * BR * 2;      // P^T or dS^T
-constexpr int PT_SETS = SPLIT ? 2 : 1;     // (P^T, dS^T) pairs, by tile parity
-constexpr int X_BYTES = 2 * 4 * 128 * 16;  // exchange: [w][n8][thread] float4
-constexpr int ROW_BYTES = BR * 8;          // row table of a tile: lse * log2(e), delta
-constexpr int ROW_TABLES = SPLIT ? 4 : 2;  // [warpgroup][parity] or [parity]
-constexpr int SMEM_BYTES =
-    1024 + 2 * KV_BYTES + 2 * Q_BYTES + PT_SETS * 2 * PT_BYTES + X_BYTES + ROW_TABLES * ROW_BYTES;
+constexpr int PT_BYTES = BC * BR * 2;  // P^T or dS^T
+constexpr int ROW_BYTES = BR * 8;      // row table of a tile: lse * log2(e), delta
+constexpr ffpa_layout::BwdSm90 LAYOUT = ffpa_layout::bwd_sm90_layout(DP, SPLIT);
+static_assert(BR == ffpa_layout::BwdSm90::kRows && BC == ffpa_layout::BwdSm90::kKeys,
+              "the layout's tile");
 // Loads: SPLIT, a warpgroup its own half; else all threads both halves.
 constexpr int LT = SPLIT ? 128 : NT;
 constexpr int LHALVES = SPLIT ? 1 : 2;
@@ -115,16 +112,15 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
   const u32 raw = smem_u32(smem_raw);
   const u32 sK = (raw + 1023u) & ~1023u;
   unsigned char* smem = smem_raw + (sK - raw);
-  const u32 sV = sK + KV_BYTES;
-  const u32 sQ = sV + KV_BYTES;
-  const u32 sO = sQ + Q_BYTES;    // dO
-  const u32 sPt0 = sO + Q_BYTES;  // P^T, then dS^T, of each set
-  float4* xbuf =
-      reinterpret_cast<float4*>(smem + 2 * KV_BYTES + 2 * Q_BYTES + PT_SETS * 2 * PT_BYTES);
+  const u32 sV = sK + LAYOUT.v;
+  const u32 sQ = sK + LAYOUT.q;
+  const u32 sO = sK + LAYOUT.o;     // dO
+  const u32 sPt0 = sK + LAYOUT.pt;  // P^T, then dS^T, of each set
+  float4* xbuf = reinterpret_cast<float4*>(smem + LAYOUT.x);
   // Row tables of two consecutive query tiles (the next one is staged while dQ of this one is
   // still reduced; SPLIT: one pair per warpgroup): per row lse * log2(e) (+inf: no gradient) and
   // delta.
-  unsigned char* rows_base = smem + 2 * KV_BYTES + 2 * Q_BYTES + PT_SETS * 2 * PT_BYTES + X_BYTES;
+  unsigned char* rows_base = smem + LAYOUT.rows;
 
   const int tid = threadIdx.x, lane = tid & 31;
   // The warpgroup index through a shuffle, so that ptxas knows it is warp-uniform (CUTLASS does the

@@ -69,6 +69,8 @@ constexpr int Q_PANEL = BR * 128;
 constexpr int DQB = FFPA_DQBUF;
 constexpr int ROW_BYTES = BR * 8;  // row table of a tile: lse * log2(e), delta
 constexpr ffpa_layout::BwdSm90c LAYOUT = ffpa_layout::bwd_sm90c_layout(DP, BC);
+static_assert(BR == ffpa_layout::BwdSm90c::kRows && NT == ffpa_layout::BwdSm90c::kThreads,
+              "the layout's tile");
 #define POS_INF __int_as_float(0x7f800000u)
 constexpr float LOG2E = 1.4426950408889634f;
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "ffpa_bwd_sm90_layout.h"
 #include "tensors/tensors.hpp"
 #include "variants/ffpa_variant.hpp"
 
@@ -60,11 +61,7 @@ Config default_config(const Problem& pr) {
 }
 
 int smem_bytes(const Config& c, int D) {
-  // alignment slack, K and V, Q and dO, P^T and dS^T (two sets with split), the exchange, two
-  // row tables (two per warpgroup with split)
-  const int dp = padded(D), sets = c.split ? 2 : 1;
-  return 1024 + 2 * Config::Bc * dp * 2 + 2 * 64 * dp * 2 + sets * 2 * Config::Bc * 64 * 2 +
-         2 * 4 * 128 * 16 + 2 * sets * 64 * 8;
+  return ffpa_layout::bwd_sm90_layout(padded(D), c.split).bytes;
 }
 
 int accumulator_registers(const Config& c, int D) {
