@@ -35,6 +35,7 @@
 // 7..9). tools/ffpa_fwd_sm90_sim.py checks the descriptors and fragment maps below against it.
 #pragma once
 
+#include "ffpa_fwd_sm90_layout.h"
 #include "wgmma.cuh"
 
 namespace ffpa_fwd90 {
@@ -57,17 +58,13 @@ constexpr int LA = STAGES - 2;             // slots loaded ahead
 constexpr int Q_PANEL = BR * 128;
 constexpr int PANEL = BC * 128;
 constexpr int SLOT_BYTES = 2 * PPS * PANEL;  // panel (h, pp) at (h * PPS + pp) * PANEL
-constexpr int Q_BYTES = BR * DP * 2;
-constexpr int X_BYTES = 2 * BR * BC * 4;  // the two S partials
 constexpr bool PSMEM = FFPA_PSMEM;
-constexpr int P_BYTES = PSMEM ? BR * BC * 2 : 0;  // P, BC/64 panels of BR rows
 constexpr int BIAS_ROWS = FFPA_BIAS ? FFPA_BIAS_ROWS : 0;
 constexpr int B_STRIDE = BC + 4;  // floats a staged bias row: rows 4 banks apart
-constexpr int B_BYTES = BIAS_ROWS * B_STRIDE * 4;
-constexpr int KPT = BC / 4;  // keys a thread stages: 4 threads a row
-constexpr int KEEP_BYTES = FFPA_DROPOUT ? BR * BC / 8 : 0;
-constexpr int SMEM_BYTES =
-    1024 + Q_BYTES + STAGES * SLOT_BYTES + X_BYTES + P_BYTES + B_BYTES + KEEP_BYTES + BR * 8;
+constexpr int KPT = BC / 4;       // keys a thread stages: 4 threads a row
+constexpr ffpa_layout::FwdSm90 LAYOUT =
+    ffpa_layout::fwd_sm90_layout(DP, BC, STAGES, PPS, PSMEM, BIAS_ROWS, FFPA_DROPOUT);
+static_assert(BR == ffpa_layout::FwdSm90::kRows, "the layout's tile");
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
@@ -99,17 +96,16 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
   const u32 raw = smem_u32(smem_raw);
   const u32 sQ = (raw + 1023u) & ~1023u;
   unsigned char* smem = smem_raw + (sQ - raw);
-  const u32 sSlot = sQ + Q_BYTES;
-  float4* xbuf = reinterpret_cast<float4*>(smem + Q_BYTES + STAGES * SLOT_BYTES);
-  const u32 sP = sSlot + STAGES * SLOT_BYTES + X_BYTES;  // 1024-aligned (X_BYTES is)
-  unsigned char* tail = smem + Q_BYTES + STAGES * SLOT_BYTES + X_BYTES + P_BYTES;
+  const u32 sSlot = sQ + LAYOUT.slots;
+  float4* xbuf = reinterpret_cast<float4*>(smem + LAYOUT.x);
+  const u32 sP = sQ + LAYOUT.p;  // 1024-aligned (the S partials' size is a multiple)
 #if FFPA_BIAS
-  float* sbias = reinterpret_cast<float*>(tail);
+  float* sbias = reinterpret_cast<float*>(smem + LAYOUT.bias);
 #endif
 #if FFPA_DROPOUT
-  u32* skeep = reinterpret_cast<u32*>(tail + B_BYTES);  // BC / 32 words a row
+  u32* skeep = reinterpret_cast<u32*>(smem + LAYOUT.keep);  // BC / 32 words a row
 #endif
-  int* srow = reinterpret_cast<int*>(tail + B_BYTES + KEEP_BYTES);
+  int* srow = reinterpret_cast<int*>(smem + LAYOUT.rows);
 
   const int tid = threadIdx.x, lane = tid & 31;
   const int wg = tid >> 7, t128 = tid & 127, wq = t128 >> 5;  // warpgroup, warp in it

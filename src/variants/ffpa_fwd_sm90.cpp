@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "core/error.hpp"
+#include "ffpa_fwd_sm90_layout.h"
 #include "tensors/tensors.hpp"
 #include "variants/ffpa_variant.hpp"
 
@@ -92,14 +93,14 @@ Config default_config(const Problem& pr) {
 }
 
 int smem_bytes(const Config& c, int D) {
-  // alignment slack, Q, the ring, the two S partials, the row table
-  return 1024 + 64 * padded(D) * 2 + c.stages * 2 * c.panels * c.Bc * 128 + 2 * 64 * c.Bc * 4 +
-         (c.psmem ? 64 * c.Bc * 2 : 0) + 64 * 8;
+  return ffpa_layout::fwd_sm90_layout(padded(D), c.Bc, c.stages, c.panels, c.psmem, 0, false).bytes;
 }
 
 int block_smem(const Config& c, const fwd::Features& f) {
   const int bias_rows = f.bias == 0 ? 0 : f.key_bias ? 1 : 64;
-  return smem_bytes(c, f.D) + bias_rows * (c.Bc + 4) * 4 + (f.dropout ? 64 * c.Bc / 8 : 0);
+  return ffpa_layout::fwd_sm90_layout(padded(f.D), c.Bc, c.stages, c.panels, c.psmem, bias_rows,
+                                      f.dropout)
+      .bytes;
 }
 
 int accumulator_registers(const Config& c, int D) {
