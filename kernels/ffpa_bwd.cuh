@@ -34,6 +34,7 @@
 // dV and dK cost (BC/16) * 16 registers per owned block: D=512 with 8 warps and BC=32 is 128.
 #pragma once
 
+#include "ffpa_bwd_sm80_layout.h"
 #include "ffpa_common.cuh"
 
 namespace ffpa_bwd {
@@ -61,11 +62,7 @@ constexpr int MK = BC / 16;                // m16 tiles of dK/dV (key rows)
 constexpr int KR = BR / 16;                // k16 steps over query rows; m16 tiles of dQ
 constexpr int KC = BC / 16;                // k16 steps over keys (dQ)
 constexpr int BCP = (BC + 63) / 64 * 64;   // P/dS tiles: whole 64-column swizzled tiles
-constexpr int KV_BYTES = BC * DP * 2;
-constexpr int QO_BYTES = BR * DP * 2;
-constexpr int PS_BYTES = BR * BCP * 2;
-constexpr int X_BYTES = BR * BC * 4;
-constexpr int SMEM_BYTES = 2 * KV_BYTES + 2 * QO_BYTES + 2 * PS_BYTES + X_BYTES + BR * 16 + BC * 4;
+constexpr ffpa_layout::BwdSm80 LAYOUT = ffpa_layout::bwd_sm80_layout(DP, BR, BC);
 #define POS_INF __int_as_float(0x7f800000u)
 constexpr float LOG2E = 1.4426950408889634f;
 
@@ -192,13 +189,13 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd::NT, 1)
   const FfpaFwdParams& f = p.fwd;
   extern __shared__ __align__(128) unsigned char smem[];
   const u32 sK = smem_u32(smem);
-  const u32 sV = sK + KV_BYTES;
-  const u32 sQ = sV + KV_BYTES;
-  const u32 sO = sQ + QO_BYTES;  // dO
-  const u32 sP = sO + QO_BYTES;  // Pd, input dtype
-  const u32 sS = sP + PS_BYTES;  // dS, input dtype
-  float* sX = reinterpret_cast<float*>(smem + 2 * KV_BYTES + 2 * QO_BYTES + 2 * PS_BYTES);  // dP
-  float* s_lse = sX + BR * BC;  // lse * log2(e); +inf for rows without gradient
+  const u32 sV = sK + LAYOUT.v;
+  const u32 sQ = sK + LAYOUT.q;
+  const u32 sO = sK + LAYOUT.o;                                 // dO
+  const u32 sP = sK + LAYOUT.p;                                 // Pd, input dtype
+  const u32 sS = sK + LAYOUT.s;                                 // dS, input dtype
+  float* sX = reinterpret_cast<float*>(smem + LAYOUT.x);        // dP
+  float* s_lse = reinterpret_cast<float*>(smem + LAYOUT.rows);  // lse * log2(e); +inf: no gradient
   float* s_delta = s_lse + BR;
   int* s_r = reinterpret_cast<int*>(s_delta + BR);  // query row, -1 past the last row
   int* s_hq = s_r + BR;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "ffpa_bwd_sm80_layout.h"
 #include "tensors/tensors.hpp"
 #include "variants/ffpa_fwd_sm80.hpp"
 #include "variants/ffpa_variant.hpp"
@@ -144,9 +145,7 @@ Config default_config(const Problem& pr) {
 }
 
 int smem_bytes(const Config& c, int D) {
-  const int dp = padded_d(D, c.Kd), bcp = (c.Bc + 63) / 64 * 64;
-  return 2 * c.Bc * dp * 2 + 2 * c.Br * dp * 2 + 2 * c.Br * bcp * 2 + c.Br * c.Bc * 4 + c.Br * 16 +
-         c.Bc * 4;
+  return ffpa_layout::bwd_sm80_layout(padded_d(D, c.Kd), c.Br, c.Bc).bytes;
 }
 
 int accumulator_registers(const Config& c, int D) {
