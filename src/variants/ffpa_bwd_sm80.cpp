@@ -118,15 +118,12 @@ Features Features::of(const Problem& pr) {
 }
 
 std::vector<std::string> Features::defines() const {
-  std::vector<std::string> o;
-  for (const auto& [name, v] : {std::pair<const char*, int>{"FFPA_D", D},
-                                {"FFPA_BF16", bf16},
-                                {"FFPA_CAUSAL", causal},
-                                {"FFPA_BIAS", bias},
-                                {"FFPA_DBIAS", dbias},
-                                {"FFPA_DROPOUT", dropout}})
-    o.push_back(define(name, v));
-  return o;
+  return define_all({{"FFPA_D", D},
+                     {"FFPA_BF16", bf16},
+                     {"FFPA_CAUSAL", causal},
+                     {"FFPA_BIAS", bias},
+                     {"FFPA_DBIAS", dbias},
+                     {"FFPA_DROPOUT", dropout}});
 }
 
 Config default_config(const Problem& pr) {

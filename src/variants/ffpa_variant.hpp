@@ -29,6 +29,12 @@ inline int padded_d(int D, int Kd) {
 inline std::string define(const char* name, int v) {
   return std::string("-D") + name + "=" + std::to_string(v);
 }
+inline std::vector<std::string> define_all(
+    std::initializer_list<std::pair<const char*, int>> macros) {
+  std::vector<std::string> out;
+  for (const auto& [name, v] : macros) out.push_back(define(name, v));
+  return out;
+}
 
 // A family's knobs, in the order of its grid file: the knob's name (the grid file's spelling),
 // the Config member it sets, and whether the kernel receives it as the macro FFPA_<NAME> (the
