@@ -92,6 +92,9 @@ static_assert(NP0 <= 4, "O of a consumer: at most 4 panels (128 registers)");
 static_assert(SPLIT == 1 || CL == 1, "the CTAs of a split read different V panels");
 static_assert(CL == 1 || CL == 2, "cluster of 1 or 2 CTAs");
 static_assert(R % 2 == 0 && RC >= 2, "two rings of at least two slots");
+// In the seesaw consumer 1 keeps its P_0 V_2t groups in flight through its softmax, so its ring
+// holds all its V panels of a block at once (check() refuses smaller rings with the reason).
+static_assert(RC >= NP1, "consumer 1's ring holds its V panels of a block");
 
 // Named barriers (0 is __syncthreads): consumer 0's P and maximum published (consumer 0 arrives,
 // consumer 1 waits), consumer 1's (the other way round), Q and the row table loaded, the row
