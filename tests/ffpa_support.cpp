@@ -225,12 +225,15 @@ void bench_forward(const char* name, const Problem& pr, const std::string& confi
   gpu::DeviceBuffer v = big_random(s.B * s.Hkv * s.Nkv * s.D, rng);
   gpu::DeviceBuffer o(static_cast<size_t>(s.B * s.Hq * s.Nq * s.D) * 2);
   gpu::DeviceBuffer lse(static_cast<size_t>(s.B * s.Hq * s.Nq) * 4);
-  // A bias in the input dtype (random like the inputs), in the problem's broadcast shape.
-  REQUIRE((pr.mask == MaskKind::none || pr.mask_dtype == MaskDtype::input));
-  gpu::DeviceBuffer bias = big_random(std::max<int64_t>(pr.mask_elems(), 1), rng);
   FfpaFwdParams p = contiguous_params(pr, HostAttnInputs{});
   p.q = q.get(), p.k = k.get(), p.v = v.get(), p.o = o.get(), p.lse = lse.as<float>();
-  if (pr.mask != MaskKind::none) p.bias = bias.get();
+  // A bias in the input dtype (random like the inputs), in the problem's broadcast shape.
+  REQUIRE((pr.mask == MaskKind::none || pr.mask_dtype == MaskDtype::input));
+  gpu::DeviceBuffer bias;
+  if (pr.mask != MaskKind::none) {
+    bias = big_random(pr.mask_elems(), rng);
+    p.bias = bias.get();
+  }
   std::unique_ptr<Op> op;
   try {
     op = bind(p, gpu::open_device(0));
