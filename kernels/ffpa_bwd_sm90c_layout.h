@@ -17,6 +17,7 @@ struct BwdSm90c {
   int x;       // exchange with the other CTA: [warp][n8 group][thread] float4
   int rows;    // row tables of two query tiles: lse * log2(e) and delta per row
   int keep;    // dropout keep bits from the other block, one word a thread
+  int full;    // mbarrier: the other block's exchange stores have landed
   int bytes;   // dynamic shared memory of a launch, with the alignment slack
 };
 
@@ -35,7 +36,8 @@ FFPA_LAYOUT_FN BwdSm90c bwd_sm90c_layout(int dp, int bc) {
   l.x = l.st + pt;
   l.rows = l.x + 2 * (bc / 8) * 128 * 16;
   l.keep = l.rows + 2 * L::kRows * 8;
-  l.bytes = 1024 + l.keep + L::kThreads * 4;
+  l.full = l.keep + L::kThreads * 4;
+  l.bytes = 1024 + l.full + 8;
   return l;
 }
 

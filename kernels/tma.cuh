@@ -111,6 +111,22 @@ __device__ __forceinline__ void st_cluster4(u32 addr, float a, float b, float c,
 __device__ __forceinline__ void st_cluster_u32(u32 addr, u32 v) {
   asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
+// Asynchronous stores into another CTA's shared memory that complete their bytes on the mbarrier
+// bar there (addr and bar: shared::cluster addresses, from map_rank): the receiver learns that
+// they landed from its barrier alone, with no fence or cluster barrier on either side.
+__device__ __forceinline__ void st_async4(u32 addr, float a, float b, float c, float d, u32 bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, "
+      "[%5];\n" ::"r"(addr),
+      "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void st_async_u32(u32 addr, u32 v, u32 bar) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(addr),
+      "r"(v), "r"(bar)
+      : "memory");
+}
 
 // --- register reallocation ---
 template <int N>
