@@ -16,6 +16,8 @@
 //   FFPA_BC      keys per cluster (key tile): 32 or 64
 //   FFPA_PANELS  64-column panels of each warpgroup's quarter per Q/dO cp.async group (divides NP)
 //   FFPA_DQBUF   dQ chunk accumulators: 1, or 2 (chunk c + 1 is issued before chunk c is reduced)
+//   FFPA_XBUF    exchange buffers: 1, guarded by a cluster barrier a query tile, or 2 used in
+//                turn, which leaves the exchange ordered by its mbarriers alone
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh
 //
 // Layout of the work: block x = 2 i + rank (rank = the block's rank in its cluster) works on key
@@ -37,12 +39,17 @@
 //  - dV^T[quarter] += dO[:, quarter]^T Pd, dK^T[quarter] += Q[:, quarter]^T dS (M = DQ, N = BC);
 //  - dQ[:, quarter] = dS K[:, quarter] in 64-column chunks with K = BC keys, reduced to dq_accum
 //    with red.global.add.v4.f32 (half the bytes per flop of ffpa_bwd_sm90.cuh at BC = 64).
-// The cluster exchange reuses the block exchange buffer: barrier A (all threads of both blocks
-// have read their block exchange) precedes the remote stores, which are asynchronous and complete
-// on the receiving block's mbarrier `full` (no second cluster barrier). The next remote stores
-// into a block come after the next barrier A, which that block's threads reach only after
-// reading these. tools/ffpa_bwd_sm90c_sim.py checks the
-// placement, fragments, exchanges and the barrier protocol.
+// The cluster exchange's stores are asynchronous and complete on the receiving block's mbarrier
+// (full[tile parity]). XBUF = 1: they land in the block exchange buffer, after barrier A (all
+// threads of both blocks have read their block exchange); the next remote stores into a block
+// come after the next barrier A, which its threads reach only after reading these. XBUF = 2: the
+// two buffers take turns (tile t: block exchange in buffer t % 2, received sums in the other),
+// and no cluster barrier is needed: the other block stores tile t's sums into a buffer this
+// block last read at tile t - 1 (block exchange) or t - 2 (received), and it stores them only
+// after its own wait for tile t - 1, that is after this block's sends of tile t - 1, which
+// follow those reads in every thread (the release of st.async's complete_tx, the acquire of the
+// wait). The barrier's phases and keep-bit slots alternate with the tile for the same reason.
+// tools/ffpa_bwd_sm90c_sim.py checks the placement, fragments, exchanges and the barrier protocol.
 #pragma once
 
 #include "ffpa_bwd_sm90c_layout.h"
@@ -68,11 +75,13 @@ constexpr int NG = NP / PPG;
 constexpr int KV_PANEL = BC * 128;
 constexpr int Q_PANEL = BR * 128;
 constexpr int DQB = FFPA_DQBUF;
-constexpr int ROW_BYTES = BR * 8;  // row table of a tile: lse * log2(e), delta
+constexpr int XB = FFPA_XBUF;
+constexpr int X_SLOTS = 2 * NN * 128;  // float4 slots of an exchange buffer
+constexpr int ROW_BYTES = BR * 8;      // row table of a tile: lse * log2(e), delta
 // Bytes the other block's exchange stores deliver per query tile: NN float4 a thread (and one
 // word of keep bits with dropout).
 constexpr u32 X_BYTES = NT * NN * 16 + (FFPA_DROPOUT ? NT * 4 : 0);
-constexpr ffpa_layout::BwdSm90c LAYOUT = ffpa_layout::bwd_sm90c_layout(DP, BC);
+constexpr ffpa_layout::BwdSm90c LAYOUT = ffpa_layout::bwd_sm90c_layout(DP, BC, XB);
 static_assert(BR == ffpa_layout::BwdSm90c::kRows && NT == ffpa_layout::BwdSm90c::kThreads,
               "the layout's tile");
 #define POS_INF __int_as_float(0x7f800000u)
@@ -83,6 +92,7 @@ static_assert(BC == 32 || BC == 64, "key tiles of 32 or 64");
 static_assert(NP * NN <= 32, "dK, dV (2 NP NN 4 fp32 a thread) live in registers");
 static_assert(NP % PPG == 0, "a Q/dO group holds a whole share of the quarter's panels");
 static_assert(DQB == 1 || DQB == 2, "one or two dQ chunk accumulators");
+static_assert(XB == 1 || XB == 2, "one or two exchange buffers");
 
 // Granule (row, lc) of the block's columns (global column col = lc + the block's first).
 __device__ __forceinline__ void kv_granule(const FfpaFwdParams& f, const u16* kb, const u16* vb,
@@ -126,6 +136,8 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   unsigned char* rows_base = smem + LAYOUT.rows;
   // Dropout: the keep bits the other block drew for this thread's row (slot tid).
   u32* keep_in = reinterpret_cast<u32*>(smem + LAYOUT.keep);
+  // mbarriers full[0], full[1] (8 bytes apart): tile t's exchange stores from the other block
+  // have landed (phase t / 2 of full[t % 2]).
   const u32 full = sK + LAYOUT.full;
 
   const int tid = threadIdx.x, lane = tid & 31;
@@ -153,6 +165,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   // The exchange barrier is initialized in both blocks before either can store into the other.
   if (tid == 0) {
     mbar_init(full, 1);
+    mbar_init(full + 8, 1);
     mbar_init_fence();
   }
   cluster_sync();
@@ -228,11 +241,14 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   const u32 xpeer = map_rank(xmine, rank ^ 1);
   const u32 keep_peer = map_rank(smem_u32(keep_in + tid), rank ^ 1);
   const u32 full_peer = map_rank(full, rank ^ 1);
-  int t = next_tile(0), par = 0;
+  int t = next_tile(0), ex = 0;  // ex: query tiles done (both blocks do the same)
   if (t < ntile) stage(t, 0);
   while (t < ntile) {
-    const int tn = next_tile(t + 1);
+    const int tn = next_tile(t + 1), par = ex & 1;
     const float* rt = reinterpret_cast<const float*>(rows_base + par * ROW_BYTES);
+    // This tile's block exchange buffer and the buffer the other block's sums land in.
+    float4* const xe = xbuf + (XB == 2 ? par : 0) * X_SLOTS;
+    const int xr = XB == 2 ? par ^ 1 : 0;
     const int m0 = t * BR;
     // Query row and q head of packed row `row` of the tile; r = -1 past the last row.
     auto row_of = [&](int row, int& r, int& hq) {
@@ -281,20 +297,20 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     float sm[NN][2], dm[NN][2];
 #pragma unroll
     for (int n = 0; n < NN; ++n)
-      xbuf[(wg * NN + n) * 128 + t128] = wg ? make_float4(s[n][0], s[n][1], dp[n][0], dp[n][1])
-                                            : make_float4(s[n][2], s[n][3], dp[n][2], dp[n][3]);
+      xe[(wg * NN + n) * 128 + t128] = wg ? make_float4(s[n][0], s[n][1], dp[n][0], dp[n][1])
+                                          : make_float4(s[n][2], s[n][3], dp[n][2], dp[n][3]);
     __syncthreads();
 #pragma unroll
     for (int n = 0; n < NN; ++n) {
-      const float4 x = xbuf[((1 - wg) * NN + n) * 128 + t128];
+      const float4 x = xe[((1 - wg) * NN + n) * 128 + t128];
       sm[n][0] = (wg ? s[n][2] : s[n][0]) + x.x;
       sm[n][1] = (wg ? s[n][3] : s[n][1]) + x.y;
       dm[n][0] = (wg ? dp[n][2] : dp[n][0]) + x.z;
       dm[n][1] = (wg ? dp[n][3] : dp[n][1]) + x.w;
     }
-    // Barrier A (below) arrives here: this thread has read its block exchange. The keep bits are
-    // drawn while the other block gets there.
-    cluster_arrive();
+    // Barrier A (XB = 1, below) arrives here: this thread has read its block exchange. The keep
+    // bits are drawn while the other block gets there.
+    if (XB == 1) cluster_arrive();
 #if FFPA_DROPOUT
     // Keep bits of the thread's row (bit 2n + e): this block draws the n8 groups of its half,
     // n in [rank NN / 2, (rank + 1) NN / 2), and the other block's half comes with the cluster
@@ -315,30 +331,31 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       }
     }
 #endif
-    // Exchange in the cluster. Barrier A: every thread of both blocks has read its block
-    // exchange, so the slots may be overwritten from the other block. Each thread then sends its
-    // sums (and its keep bits) to the same thread of the other block (slot wg, n and keep slot
-    // tid: read by it alone) with asynchronous stores that complete on that block's barrier
-    // `full`, and both add once theirs has completed: S and dP of the rows are the same in both
-    // blocks. No second cluster barrier: its release waited for every dQ reduction still in
-    // flight (ncu: 11 % of the stall samples). The barrier's phase t completes with thread 0's
-    // arrival and the exchange's bytes; the other block's stores of tile t + 1 come after its
-    // barrier A of t + 1, which this block's threads reach after their wait for phase t.
-    cluster_wait();
+    // Exchange in the cluster. Each thread sends its sums (and its keep bits) to the same thread
+    // of the other block (slot wg, n of buffer xr and keep slot tid: read by it alone) with
+    // asynchronous stores that complete on that block's full[par], and both add once theirs has
+    // completed: S and dP of the rows are the same in both blocks. A phase completes with
+    // thread 0's arrival and the tile's bytes. Barrier A (XB = 1): every thread of both blocks
+    // has read its block exchange, so its slots may be overwritten from the other block. No
+    // cluster barrier after the stores: its release waited for every dQ reduction still in
+    // flight (ncu: 11 % of the stall samples).
+    if (XB == 1) cluster_wait();
+    const u32 bar = full + par * 8, bar_peer = full_peer + par * 8;
 #pragma unroll
     for (int n = 0; n < NN; ++n)
-      st_async4(xpeer + n * 128 * 16, sm[n][0], sm[n][1], dm[n][0], dm[n][1], full_peer);
+      st_async4(xpeer + (xr * X_SLOTS + n * 128) * 16, sm[n][0], sm[n][1], dm[n][0], dm[n][1],
+                bar_peer);
 #if FFPA_DROPOUT
-    st_async_u32(keep_peer, keep, full_peer);
+    st_async_u32(keep_peer + (XB == 2 ? par : 0) * NT * 4, keep, bar_peer);
 #endif
-    if (tid == 0) mbar_expect_tx(full, X_BYTES);
-    mbar_wait(full, par);
+    if (tid == 0) mbar_expect_tx(bar, X_BYTES);
+    mbar_wait(bar, (ex >> 1) & 1);
 #if FFPA_DROPOUT
-    keep |= keep_in[tid];
+    keep |= keep_in[(XB == 2 ? par : 0) * NT + tid];
 #endif
 #pragma unroll
     for (int n = 0; n < NN; ++n) {
-      const float4 x = xbuf[(wg * NN + n) * 128 + t128];
+      const float4 x = xbuf[xr * X_SLOTS + (wg * NN + n) * 128 + t128];
       sm[n][0] += x.x;
       sm[n][1] += x.y;
       dm[n][0] += x.z;
@@ -483,7 +500,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       dq_reduce(c, bi);
     }
     t = tn;
-    par ^= 1;
+    ++ex;
   }
 #pragma unroll
   for (int c = 0; c < NP; ++c) {

@@ -14,16 +14,16 @@ struct BwdSm90c {
   int k, v;    // the block's half of K and V: bc keys x dp / 2 columns each
   int q, o;    // the block's half of Q and dO: 64 rows x dp / 2
   int pt, st;  // P^T (then dS^T) and S^T: bc x 64 each
-  int x;       // exchange with the other CTA: [warp][n8 group][thread] float4
+  int x;       // exchange buffers (xbuf of them): [warpgroup][n8 group][thread] float4
   int rows;    // row tables of two query tiles: lse * log2(e) and delta per row
-  int keep;    // dropout keep bits from the other block, one word a thread
-  int full;    // mbarrier: the other block's exchange stores have landed
+  int keep;    // dropout keep bits from the other block, one word a thread (xbuf sets)
+  int full;    // two mbarriers: the other block's exchange stores of a tile have landed
   int bytes;   // dynamic shared memory of a launch, with the alignment slack
 };
 
 // dp: D padded to a multiple of 256 (each of the 4 warpgroups of the cluster holds a quarter);
-// bc: keys of a block.
-FFPA_LAYOUT_FN BwdSm90c bwd_sm90c_layout(int dp, int bc) {
+// bc: keys of a block; xbuf: exchange buffers (1 or 2).
+FFPA_LAYOUT_FN BwdSm90c bwd_sm90c_layout(int dp, int bc, int xbuf) {
   using L = BwdSm90c;
   BwdSm90c l{};
   const int kv = bc * (dp / 2) * 2, q = L::kRows * (dp / 2) * 2, pt = bc * L::kRows * 2;
@@ -34,10 +34,10 @@ FFPA_LAYOUT_FN BwdSm90c bwd_sm90c_layout(int dp, int bc) {
   l.pt = l.o + q;
   l.st = l.pt + pt;
   l.x = l.st + pt;
-  l.rows = l.x + 2 * (bc / 8) * 128 * 16;
+  l.rows = l.x + xbuf * 2 * (bc / 8) * 128 * 16;
   l.keep = l.rows + 2 * L::kRows * 8;
-  l.full = l.keep + L::kThreads * 4;
-  l.bytes = 1024 + l.full + 8;
+  l.full = l.keep + xbuf * L::kThreads * 4;
+  l.bytes = 1024 + l.full + 16;
   return l;
 }
 

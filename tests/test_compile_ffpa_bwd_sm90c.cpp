@@ -79,13 +79,14 @@ TEST_CASE("bwd90c the fast grid compiles clean at D = 320, 512 and 1024", "[nvrt
   test::FreshCache cache;
   for (int D : {320, 512, 1024})
     for (int bc : {32, 64})
-      for (int panels : {1, 2}) {
-        const bwd90c::Config c{bc, panels, 1};
-        if (!bwd90c::check(c, D, 227 * 1024).ok()) continue;
-        const auto comp = compile_clean(c, bwd::Features::of(compile_problem(D)));
-        WARN("D=" << D << " " << to_string(c.knobs()) << ": " << comp.info.at(kMain).registers
-                  << " registers");
-      }
+      for (int panels : {1, 2})
+        for (int xbuf : {1, 2}) {
+          const bwd90c::Config c{bc, panels, 1, xbuf};
+          if (!bwd90c::check(c, D, 227 * 1024).ok()) continue;
+          const auto comp = compile_clean(c, bwd::Features::of(compile_problem(D)));
+          WARN("D=" << D << " " << to_string(c.knobs()) << ": " << comp.info.at(kMain).registers
+                    << " registers");
+        }
 }
 
 TEST_CASE("bwd90c configuration checks", "[bwd90c]") {
@@ -94,8 +95,16 @@ TEST_CASE("bwd90c configuration checks", "[bwd90c]") {
   for (int D : {64, 320, 512}) CHECK(bwd90c::check(c, D, smem).ok());
   CHECK_THAT(bwd90c::check(c, 520, smem).reason, Catch::Contains("bc=64 needs"));
   c.bc = 32;
-  for (int D : {520, 576, 1024}) CHECK(bwd90c::check(c, D, smem).ok());
+  for (int D : {520, 576, 768}) CHECK(bwd90c::check(c, D, smem).ok());
+  // Two exchange buffers do not fit beside the tiles of D padded to 1024; one does.
+  CHECK_THAT(bwd90c::check(c, 1024, smem).reason, Catch::Contains("shared memory"));
+  c.xbuf = 1;
+  CHECK(bwd90c::check(c, 1024, smem).ok());
   CHECK(bwd90c::smem_bytes(c, 1024) <= smem);
+  c.xbuf = 3;
+  CHECK_THAT(bwd90c::check(c, 512, smem).reason, Catch::Contains("xbuf is 1 or 2"));
+  c.xbuf = 2;
+  c.bc = 32;
   CHECK_THAT(bwd90c::check(c, 1032, smem).reason, Catch::Contains("at most 1024"));
   CHECK_THAT(bwd90c::check(c, 100, smem).reason, Catch::Contains("multiple of 8"));
   c.bc = 48;

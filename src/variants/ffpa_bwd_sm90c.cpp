@@ -28,8 +28,10 @@ int quarter_panels(int D) {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {
-    {"bc", &Config::bc}, {"panels", &Config::panels}, {"dqbuf", &Config::dqbuf}};
+constexpr Knob<Config> kKnobs[] = {{"bc", &Config::bc},
+                                   {"panels", &Config::panels},
+                                   {"dqbuf", &Config::dqbuf},
+                                   {"xbuf", &Config::xbuf}};
 
 Support problem_check(const Problem& pr) {
   const int64_t D = pr.shape.D;
@@ -62,11 +64,13 @@ Config default_config(const Problem& pr) {
   // Two panels a group where they divide the quarter: fewer phase-1 barriers won on ffpa-bwd-sm90.
   const int np = quarter_panels(D);
   c.panels = np % 2 ? 1 : 2;
+  // Two exchange buffers where they fit beside the tiles of D padded to 768 (227 KB: Hopper).
+  c.xbuf = padded(D) <= 768 ? 2 : 1;
   return c;
 }
 
 int smem_bytes(const Config& c, int D) {
-  return ffpa_layout::bwd_sm90c_layout(padded(D), c.bc).bytes;
+  return ffpa_layout::bwd_sm90c_layout(padded(D), c.bc, c.xbuf).bytes;
 }
 
 int accumulator_registers(const Config& c, int D) {
@@ -86,6 +90,7 @@ Support check(const Config& c, int D, int smem_limit) {
                        s(kMaxD));
   if (c.bc != 32 && c.bc != 64) return Support::no("bc is 32 or 64");
   if (c.dqbuf != 1 && c.dqbuf != 2) return Support::no("dqbuf is 1 or 2");
+  if (c.xbuf != 1 && c.xbuf != 2) return Support::no("xbuf is 1 or 2");
   if (c.bc == 64 && padded(D) > 512)
     return Support::no(
         "bc=64 needs D padded to 256 at most 512 (dK and dV of 64 keys and a quarter of D, " +
@@ -98,7 +103,8 @@ Support check(const Config& c, int D, int smem_limit) {
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
-  std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_BC, FFPA_PANELS, FFPA_DQBUF
+  // FFPA_BC, FFPA_PANELS, FFPA_DQBUF, FFPA_XBUF
+  std::vector<std::string> o = knob_defines(kKnobs, c);
   const std::vector<std::string> fd = f.defines();
   o.insert(o.end(), fd.begin(), fd.end());
   return o;

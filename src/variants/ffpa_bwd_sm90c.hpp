@@ -24,6 +24,7 @@ struct Config {
   int bc = 64;     // keys per key tile: 32 or 64 (64 only with D padded to at most 512)
   int panels = 1;  // 64-column panels of each quarter per Q/dO cp.async group (divides DP / 256)
   int dqbuf = 1;   // dQ chunk accumulators: 2 issues chunk c + 1 before reducing chunk c
+  int xbuf = 2;    // exchange buffers: 2 take turns, 1 needs a cluster barrier a query tile
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
