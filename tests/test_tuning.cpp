@@ -349,9 +349,10 @@ TEST_CASE("cache: a corrupt file warns, starts empty and is kept aside", "[tunin
   test::TempDir dir;
   const std::string path = (dir.path() / "t.json").string();
   const CacheKey a = make_cache_key(device(), "v1", problem(8192, 8192), Pass::fwd);
-  for (const std::string text : {std::string("{\"schema\": 1, \"entries\": [ {"), std::string("[]"),
-                                 std::string("{\"schema\": 99, \"entries\": []}"),
-                                 std::string("{\"schema\": 1}"), std::string("")}) {
+  for (const std::string text :
+       {std::string("{\"schema\": 1, \"entries\": [ {"), std::string("[]"),
+        std::string("{\"schema\": 99, \"entries\": []}"), std::string("{\"schema\": 1}"),
+        std::string(""), std::string("{\"schema\": 1, \"entries\": [], \"entries\": []}")}) {
     INFO(text);
     test::write_file(path, text);
     fs::remove(path + ".bad");

@@ -119,9 +119,10 @@ template <class Item>
 std::vector<Item> parse_entries(const std::string& text, int& bad, std::string& first_bad) {
   json root;
   try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw BadEntry(std::string("not valid JSON (") + e.what() + ")");
+    root = parse_json_strict(text, "tuning cache");
+  } catch (const InputError& e) {
+    // The reader every input file goes through: a duplicate key is an error here too.
+    throw BadEntry("not valid JSON (" + shown(e.path()) + ": " + e.reason() + ")");
   }
   if (!root.is_object()) throw BadEntry("not a JSON object");
   if (!root.contains("schema") || root["schema"] != kTuningCacheSchema)
