@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Pure-Python transcription of kernels/ffpa_bwd_sm90c.cuh's data movement for one cluster (two
 blocks splitting D, one key tile of BC keys, every query tile of a GQA group), checked exactly on
-small integers, plus a race check of its barrier protocol.
+small integers, plus a check of its synchronization protocol, for both values of the knob xbuf
+(FFPA_XBUF: one exchange buffer, or two taking turns).
 
 What is transcribed from the kernel (each formula as written there):
   - per block: the 1024-byte align-up, the K/V load of the block's half of D (kv_granule), stage()'s
@@ -10,10 +11,14 @@ What is transcribed from the kernel (each formula as written there):
   - the start address and descriptor of every wgmma: S and dP (K-major, m64nBCk16), dV^T and dK^T
     (A = dO^T / Q^T MN-major, B = P^T / dS^T K-major, m64nBCk16), dQ chunks (A = dS^T MN-major,
     B = K MN-major, m64n64k16, BC / 16 k-steps);
-  - the block exchange (float4 slots [w][n8][thread], the half handed over and the half kept),
-    the cluster exchange (each thread's sums into the same slots of the other block, mapa), the
-    (row, key) of each P/dS value with the masks, the transposed 2-byte P^T/dS^T stores, dBias by
-    rank 0 only;
+  - the exchange buffers: xbuf buffers of X_SLOTS = 2 NN 128 float4 slots, slot (w NN + n) 128 +
+    t128. With ex = the query tiles the cluster has done so far and par = ex & 1, the block
+    exchange (the half handed over to the other warpgroup and the half kept) uses buffer
+    xe = (xbuf == 2 ? par : 0) and the other block's sums land in buffer xr = (xbuf == 2 ?
+    par ^ 1 : 0); the cluster exchange: each thread's sums into the same slot of buffer xr of the
+    other block, its dropout keep bits into keep slot (xbuf == 2 ? par : 0) * 256 + tid there;
+  - the (row, key) of each P/dS value with the masks, the transposed 2-byte P^T/dS^T stores,
+    dBias by rank 0 only;
   - the dQ reduction (lane-pair swap, the block's and warpgroup's columns, dq_accum offset) and
     the dK/dV epilogue.
 The hardware model (descriptors, K-major and MN-major 128-byte swizzle layouts, the m64nNk16
@@ -24,15 +29,45 @@ Exact integers stand in for the arithmetic, as in tools/ffpa_bwd_sm90_sim.py: P 
 + 1, dS = Pd dP - P delta, a hash for the dropout decision, 2 for 1 / (1 - p); dBias of a key
 bias = the column sums of dS.
 
-Protocol: every access to the exchange slots, the keep-bit slots and P^T/dS^T is logged with its
-block, thread, program position, the block's barrier count (block and cluster barriers) and the cluster's
-barrier count. Two accesses to the same location, one a write, must be ordered: the same thread
-in program order, the same block across a barrier, or across a cluster barrier; and every read
-must see the write the kernel means (the data check). Both blocks must meet the same number of
-cluster barriers (no deadlock: every thread of both blocks executes the same sequence). The
-kernel splits barrier A (arrive, the keep-bit draws, wait): nothing in between touches a logged
-location, so it is one point here.
-Then every mutation in MUTATIONS (one wrong formula each) must make a check fail.
+Protocol modelled (the kernel's, per block; both blocks do the same query tiles): thread 0 of
+each block initializes its mbarriers full[0], full[1] and one cluster barrier follows, at kernel
+start (none at the end). Per query tile: the block exchange in buffer xe (stores, __syncthreads,
+loads); xbuf = 1 only: barrier A, a cluster barrier (the kernel arrives after the block exchange
+loads and waits before the remote stores; nothing in between touches a logged location, so it is
+one point here); xbuf = 2 has no cluster barrier in the tile loop. Then every thread's st.async
+stores into the other block (NN float4, and a keep word with dropout) complete their bytes on the
+other block's full[par]; thread 0 arrives on its own full[par] with expect_tx of X_BYTES = 256 NN
+16 (+ 256 4 with dropout); every thread waits on full[par] with parity (ex >> 1) & 1, then reads
+its keep slot and its received sums in buffer xr. The blocks run in lockstep here, block 0 before
+block 1 within each step, so that each mbarrier sees both orders of the arrival and the bytes.
+
+Checks of the protocol:
+  - races: every access to the exchange slots, the keep slots, P^T/dS^T and the mbarriers (their
+    initialization a plain store, each st.async's complete_tx and the expect_tx an atomic update)
+    is logged with its block, thread, program position, the block's barrier count (block and
+    cluster barriers), the cluster's barrier count, and the block's counts of tiles sent and of
+    mbarrier waits completed. Two accesses to the same location, one a write and not both
+    atomic, must be ordered: the same thread in program order; the same block across a block
+    barrier; a cluster barrier between them; or, across blocks, the earlier one came before the
+    sends of a tile (everything the sending block did up to and including its st.async stores of
+    it: complete_tx releases, and every thread's bytes are needed) whose wait the later one's
+    block had completed (the wait acquires) - that is, sent count of the earlier access < wait
+    count of the later one. The st.async stores are logged as accesses of the sending block
+    before its sends. Every read must also see the write the kernel means (the data check).
+  - mbarrier phases: each mbarrier's phase, pending arrival and transaction byte count are
+    modelled; a wait must find the phase of its tile complete and its parity the one asked for
+    (else it would hang or pass early), and each block must have waited for every tile sent to
+    it (so no store reaches a block that has exited) with both its mbarriers between phases.
+  - phase overrun: the lockstep order cannot show another block's stores arriving early, so the
+    happened-before knowledge is tracked instead: a block's sends of tile k may complete on the
+    other block's full[b] only if the other block's wait for the tile that used full[b] before
+    (k - 2 with two mbarriers) is known to have happened before them, learnt through the waits
+    (a wait for tile k learns the sender's wait count at its sends of k) and cluster barriers
+    (each block learns the other's). With two mbarriers and no cluster barrier this is the chain
+    wait k - 1 after the other block's sends k - 1 after its wait k - 2.
+  - both blocks meet the same barriers (every thread of both blocks executes the same sequence).
+Then every mutation in MUTATIONS (one wrong formula or a missing synchronization each) must make a
+check fail; the kind of the failed checks is printed.
 Run: python3 tools/ffpa_bwd_sm90c_sim.py
 """
 import os
@@ -70,10 +105,12 @@ def desc_mn(addr):
 
 
 class Cfg:
-    def __init__(self, D, BC, PPG=1):
-        self.D, self.BC, self.PPG = D, BC, PPG
+    def __init__(self, D, BC, PPG=1, XB=1):
+        self.D, self.BC, self.PPG, self.XB = D, BC, PPG, XB
         self.NN = BC // 8
         self.DP = (D + 255) // 256 * 256
+        # xbuf = 2 does not fit beside the tiles of D padded past 768 (the host's smem check)
+        assert XB == 1 or XB == 2 and self.DP <= 768
         self.DC, self.DQ = self.DP // 2, self.DP // 4
         self.NP = self.DQ // 64
         assert self.NP % PPG == 0 and self.NP * self.NN <= 32
@@ -81,10 +118,11 @@ class Cfg:
         self.KV_PANEL, self.Q_PANEL = BC * 128, BR * 128
         self.KV_BYTES, self.Q_BYTES = BC * self.DC * 2, BR * self.DC * 2
         self.PT_BYTES = BC * BR * 2
-        self.X_BYTES = 2 * self.NN * 128 * 16
+        self.X_SLOTS = 2 * self.NN * 128  # float4 slots of an exchange buffer
         self.ROW_BYTES = BR * 8
+        # ffpa_bwd_sm90c_layout.h: xbuf exchange buffers, row tables, xbuf keep sets, 2 mbarriers
         self.SMEM = (1024 + 2 * self.KV_BYTES + 2 * self.Q_BYTES + 2 * self.PT_BYTES +
-                     self.X_BYTES + 2 * self.ROW_BYTES + NT * 4)
+                     XB * self.X_SLOTS * 16 + 2 * self.ROW_BYTES + XB * NT * 4 + 16)
 
 
 class Prob:
@@ -118,23 +156,35 @@ DSCALE = 2
 
 
 class Log:
-    """Race check: accesses per location, each (write, block, thread, seq, sync, csync)."""
+    """Race and protocol check: accesses per location, each (write, block, thread, seq, sync,
+    csync, sends, acq, atomic); the mbarriers; the happened-before knowledge of waits."""
 
     def __init__(self):
         self.acc = {}
         self.races = []
+        self.errs = []
         self.seq = {}
-        self.sync = [0, 0]
-        self.csync = 0
+        self.sync = [0, 0]  # per block: block barriers passed (a cluster barrier is one too)
+        self.csync = 0  # cluster barriers passed
+        self.sends = [0, 0]  # per block: tiles whose exchange stores it has issued
+        self.acq = [0, 0]  # per block: mbarrier waits it has completed
+        self.seen = [0, 0]  # per block: waits of the other block known to have happened before
+        self.sent_at = {}  # (block, tile): the block's wait count at its sends of the tile
+        self.last = {}  # (receiving block, mbarrier): the last tile whose bytes went to it
+        self.mbar = [[[0, 1, 0], [0, 1, 0]] for _ in range(2)]  # [phases done, arrivals, tx]
+        self.uses = [[0, 0], [0, 0]]  # per block and mbarrier: tiles expected on it so far
 
-    def access(self, loc, write, block, thread):
+    def access(self, loc, write, block, thread, atomic=False):
         s = self.seq[(block, thread)] = self.seq.get((block, thread), 0) + 1
-        a = (write, block, thread, s, self.sync[block], self.csync)
+        a = (write, block, thread, s, self.sync[block], self.csync, self.sends[block],
+             self.acq[block], atomic)
         for b in self.acc.setdefault(loc, []):
-            if not (write or b[0]):
-                continue
-            same_thread = b[1] == block and b[2] == thread
-            ordered = same_thread or (b[1] == block and b[4] < a[4]) or b[5] < a[5]
+            if not (write or b[0]) or atomic and b[8]:
+                continue  # two reads, or two mbarrier updates (atomic)
+            if b[1] == block:
+                ordered = b[2] == thread or b[4] < a[4]
+            else:  # a cluster barrier, or b precedes sends whose wait a's block has done
+                ordered = b[5] < a[5] or b[6] < a[7]
             if not ordered:
                 self.races.append((loc, b[:3], a[:3]))
         self.acc[loc].append(a)
@@ -145,12 +195,44 @@ class Log:
         self.sync[block] += 1
 
     def cluster_sync(self):
-        self.calls = getattr(self, "calls", 0) + 1
-        a = self.calls % 2  # barrier A: the odd calls, B the even ones
-        if not (mut("no_cluster_sync_a") and a or mut("no_cluster_sync_b") and not a):
-            self.csync += 1
+        self.csync += 1
         self.sync[0] += 1
         self.sync[1] += 1
+        # each block's later accesses follow every wait the other block did before it
+        self.seen = [max(self.seen[0], self.acq[1]), max(self.seen[1], self.acq[0])]
+
+    def mbar_update(self, block, bar, arrivals, tx):
+        m = self.mbar[block][bar]
+        m[1] -= arrivals
+        m[2] += tx
+        if m[1] == 0 and m[2] == 0:  # the phase completes: the next one expects 1 arrival
+            m[0] += 1
+            m[1] = 1
+
+    def send(self, block, peer, k, bar):
+        """Block `block` has issued its stores of tile k into `peer`, completing on its mbarrier
+        `bar`: the tile that used that mbarrier before must have had its wait done there."""
+        prev = self.last.get((peer, bar))
+        if prev is not None and peer != block and self.seen[block] <= prev:
+            self.errs.append(("stores may complete on a phase still pending", block, k, bar,
+                              prev, self.seen[block]))
+        self.last[peer, bar] = k
+        self.sent_at[block, k] = self.acq[block]
+        self.sends[block] += 1
+
+    def expect(self, block, bar, nbytes):  # thread 0's arrive.expect_tx
+        self.uses[block][bar] += 1
+        self.mbar_update(block, bar, 1, nbytes)
+
+    def wait(self, block, k, bar, parity):
+        u, m = self.uses[block][bar], self.mbar[block][bar]
+        if m[0] != u:
+            self.errs.append(("mbarrier wait: the tile's phase is not complete (hang)", block, k,
+                              bar, m))
+        elif (u - 1) & 1 != parity:
+            self.errs.append(("mbarrier wait: parity of another phase", block, k, bar, parity))
+        self.acq[block] += 1
+        self.seen[block] = max(self.seen[block], self.sent_at.get((block ^ 1, k), 0))
 
 
 def run_cluster(cfg, pr, j, raw_base):
@@ -173,10 +255,20 @@ def run_cluster(cfg, pr, j, raw_base):
     sO = sQ + cfg.Q_BYTES
     sPt = sO + cfg.Q_BYTES
     sSt = sPt + cfg.PT_BYTES
-    xb0 = sSt + cfg.PT_BYTES  # the exchange: float4 slots, modelled as a dict per block
-    assert xb0 + cfg.X_BYTES + 2 * cfg.ROW_BYTES + NT * 4 <= raw_end
-    xbuf = [{}, {}]
-    keep_in = [{}, {}]  # per block: keep bits from the other block, slot tid
+    xb0 = sSt + cfg.PT_BYTES  # the exchange buffers: float4 slots, modelled as a dict per block
+    full = xb0 + cfg.XB * cfg.X_SLOTS * 16 + 2 * cfg.ROW_BYTES + cfg.XB * NT * 4
+    assert full % 8 == 0 and full + 16 <= raw_end
+    xs = [{}, {}]  # per block: {(buffer, slot): float4}
+    keep_in = [{}, {}]  # per block: keep bits from the other block, {(keep set, tid): word}
+    nothing = (POISON,) * 4  # a slot never written: shared memory holds garbage
+
+    # thread 0 of each block initializes full[0], full[1]; the start cluster barrier publishes
+    # them to the other block, whose st.async stores complete on them
+    for rank in range(2):
+        for bar in range(2):
+            log.access((rank, "full", bar), True, rank, 0)
+    if not mut("no_start_sync"):
+        log.cluster_sync()
 
     n0 = j * BC
     rows_total = pr.group * pr.Nq
@@ -256,12 +348,19 @@ def run_cluster(cfg, pr, j, raw_base):
     ts = [next_tile(0, rank) for rank in range(2)]
     if ts[0] != ts[1]:
         errors.append(("blocks start on different tiles", ts))
-    t, par = ts[0], 0
+    t, ex = ts[0], 0  # ex: query tiles done (both blocks do the same)
     if t < ntile:
         for rank in range(2):
             stage(rank, t, 0)
-    clusters = 0
     while t < ntile:
+        par = t & 1 if mut("par_from_tile") else ex & 1
+        # this tile's block exchange buffer, the buffer the other block's sums land in, the keep
+        # set, the mbarrier and the parity of its phase
+        xe = par if cfg.XB == 2 else 0
+        xr = xe if mut("xbuf2_same_buffer") else par ^ 1 if cfg.XB == 2 else 0
+        ks = par if cfg.XB == 2 and not mut("keep_one_slot") else 0
+        bar = 0 if mut("one_mbarrier") else par
+        parity = ex & 1 if mut("one_mbarrier") else ((t if mut("par_from_tile") else ex) >> 1) & 1
         tns = [next_tile(t + 1, rank) for rank in range(2)]
         if tns[0] != tns[1]:
             errors.append(("blocks visit different tiles: a cluster barrier would hang", t, tns))
@@ -299,17 +398,17 @@ def run_cluster(cfg, pr, j, raw_base):
                     sw = 1 - wg
                     for n in range(NN):
                         slot = (wg * NN + n) * 128 + t128
-                        log.access((rank, slot), True, rank, wg * 128 + t128)
+                        log.access((rank, "x", xe, slot), True, rank, wg * 128 + t128)
                         sr, dr = s[rank][wg][t128], dp[rank][wg][t128]
-                        xbuf[rank][slot] = (sr[n * 4 + 2 * sw], sr[n * 4 + 2 * sw + 1],
-                                            dr[n * 4 + 2 * sw], dr[n * 4 + 2 * sw + 1])
+                        xs[rank][xe, slot] = (sr[n * 4 + 2 * sw], sr[n * 4 + 2 * sw + 1],
+                                              dr[n * 4 + 2 * sw], dr[n * 4 + 2 * sw + 1])
             log.block_sync(rank)
             for wg in range(2):
                 for t128 in range(128):
                     for n in range(NN):
                         slot = ((1 - wg) * NN + n) * 128 + t128
-                        log.access((rank, slot), False, rank, wg * 128 + t128)
-                        x = xbuf[rank][slot]
+                        log.access((rank, "x", xe, slot), False, rank, wg * 128 + t128)
+                        x = xs[rank].get((xe, slot), nothing)
                         sr, dr = s[rank][wg][t128], dp[rank][wg][t128]
                         for e in range(2):
                             sm[rank * 2 + wg][t128][n][e] = sr[n * 4 + 2 * wg + e] + x[e]
@@ -329,33 +428,43 @@ def run_cluster(cfg, pr, j, raw_base):
                         g = pr.offset + erow + n * 8
                         kb |= (keep(g) << (2 * n)) | (keep(g + 1) << (2 * n + 1))
                     kmine[rank, wg * 128 + t128] = kb
-        # cluster exchange: barrier A, stores into the other block, barrier B, adds
-        log.cluster_sync()
-        clusters += 1
+        # cluster exchange: barrier A (xbuf = 1), st.async into the other block completing on
+        # its full[bar], expect_tx on the own full[bar], the wait, adds
+        if cfg.XB == 1 and not mut("no_cluster_sync_a"):
+            log.cluster_sync()
+        xtx = NT * NN * 16 + (NT * 4 if pr.dropout and not mut("x_bytes_no_keep") else 0)
         for rank in range(2):
             peer = rank if mut("cluster_to_self") else rank ^ 1
             for wg in range(2):
                 for t128 in range(128):
+                    tid = wg * 128 + t128
                     for n in range(NN):
                         slot = (wg * NN + n) * 128 + t128
                         if mut("cluster_slot_other_wg"):
                             slot = ((1 - wg) * NN + n) * 128 + t128
-                        log.access((peer, slot), True, rank, wg * 128 + t128)
+                        log.access((peer, "x", xr, slot), True, rank, tid)
                         v = sm[rank * 2 + wg][t128][n], dm[rank * 2 + wg][t128][n]
-                        xbuf[peer][slot] = (v[0][0], v[0][1], v[1][0], v[1][1])
+                        xs[peer][xr, slot] = (v[0][0], v[0][1], v[1][0], v[1][1])
+                        log.mbar_update(peer, bar, 0, -16)
                     if pr.dropout:
-                        tid = wg * 128 + t128
-                        log.access((peer, "keep", tid), True, rank, tid)
-                        keep_in[peer][tid] = kmine[rank, tid]
-        log.cluster_sync()
-        clusters += 1
+                        log.access((peer, "keep", ks, tid), True, rank, tid)
+                        keep_in[peer][ks, tid] = kmine[rank, tid]
+                        log.mbar_update(peer, bar, 0, -4)
+                    log.access((peer, "full", bar), True, rank, tid, atomic=True)  # complete_tx
+            log.send(rank, peer, ex, bar)
+            log.access((rank, "full", bar), True, rank, 0, atomic=True)
+            log.expect(rank, bar, xtx)
+        for rank in range(2):
+            if not mut("no_mbar_wait"):
+                log.wait(rank, ex, bar, parity)
+        xrr = xe if mut("recv_wrong_buffer") else xr  # the buffer read
         for rank in range(2):
             for wg in range(2):
                 for t128 in range(128):
                     for n in range(NN):
                         slot = (wg * NN + n) * 128 + t128
-                        log.access((rank, slot), False, rank, wg * 128 + t128)
-                        x = xbuf[rank][slot]
+                        log.access((rank, "x", xrr, slot), False, rank, wg * 128 + t128)
+                        x = xs[rank].get((xrr, slot), nothing)
                         for e in range(2):
                             sm[rank * 2 + wg][t128][n][e] += x[e]
                             dm[rank * 2 + wg][t128][n][e] += x[2 + e]
@@ -365,8 +474,8 @@ def run_cluster(cfg, pr, j, raw_base):
             for tid in range(NT):
                 kb = kmine[rank, tid]
                 if pr.dropout and not mut("keep_not_merged"):
-                    log.access((rank, "keep", tid), False, rank, tid)
-                    kb |= keep_in[rank][tid]
+                    log.access((rank, "keep", ks, tid), False, rank, tid)
+                    kb |= keep_in[rank].get((ks, tid), POISON)
                 kbits_all[rank, tid] = kb
         for rank in range(2):
             tab = tables[(rank, par)]
@@ -456,11 +565,17 @@ def run_cluster(cfg, pr, j, raw_base):
             for wg in range(2):
                 for c in range(1, NP):
                     dq_reduce(rank, wg, c, dq_chunk(rank, wg, c))
-        t, par = tn, par ^ 1
+        t = tn
+        ex += 1
 
     errors += [("race", x) for x in log.races[:3]]
+    errors += log.errs[:3]
     if log.sync[0] != log.sync[1]:
         errors.append(("block barrier counts differ", log.sync))
+    for rank in range(2):  # no end barrier: every store into a block was waited for
+        if log.acq[rank] != log.sends[rank ^ 1] or any(m[1:] != [1, 0] for m in log.mbar[rank]):
+            errors.append(("exchange stores not waited for at exit", rank, log.acq, log.sends,
+                           log.mbar[rank]))
     # epilogue
     dk_out, dv_out = {}, {}
     for rank in range(2):
@@ -531,58 +646,76 @@ def check_case(cfg, pr, j, raw_base=0x410):
 
 MUTATIONS = [
     "no_xor", "kv_no_cbase", "skip_per_rank", "stage_no_quarter", "dq_ksteps_2", "causal_ge",
-    "cluster_to_self", "cluster_slot_other_wg", "no_cluster_sync_a", "no_cluster_sync_b",
-    "no_pt_barrier", "dq_no_cbase", "dbias_both", "keep_same_half", "keep_not_merged",
+    "cluster_to_self", "cluster_slot_other_wg", "no_cluster_sync_a", "no_pt_barrier",
+    "dq_no_cbase", "dbias_both", "keep_same_half", "keep_not_merged",
+    "xbuf2_same_buffer",  # xbuf = 2, the sums land in the block exchange buffer xe
+    "keep_one_slot",      # xbuf = 2, keep bits always in keep set 0
+    "no_mbar_wait",       # the received sums read without the wait
+    "recv_wrong_buffer",  # xbuf = 2, the received sums read from xe
+    "one_mbarrier",       # full[0] for every tile (parity ex & 1): needs barrier A
+    "no_start_sync",      # no cluster barrier after the mbarrier init
+    "x_bytes_no_keep",    # expect_tx without the keep words
+    "par_from_tile",      # buffers, mbarrier and row table by the tile's parity, not ex's
 ]
+
+# (D, BC, PPG, group, Nq, Nkv, causal, j, dropout)
+BASE = [
+    (64, 64, 1, 1, 50, 100, 0, 1, False),    # rows past the end, keys past Nkv, key tile 1
+    (136, 32, 1, 2, 40, 70, 1, 1, False),    # GQA rows packed over two tiles, bottom-right
+    (320, 64, 1, 1, 70, 45, 2, 0, False),    # top-left causal, D padded to 512, two tiles
+    (512, 64, 2, 1, 100, 33, 1, 0, False),   # bottom-right with Nq > Nkv: rows without gradient
+    (576, 32, 1, 3, 30, 40, 1, 1, False),    # D padded to 768 (3 panels a quarter), 3 q heads
+    (1024, 32, 2, 1, 20, 40, 0, 1, False),   # D = 1024, two panels a group (xbuf = 1 only)
+    (136, 64, 1, 3, 30, 70, 1, 0, True),     # dropout, GQA, bottom-right
+    (512, 32, 1, 2, 40, 50, 0, 1, True),     # dropout, two groups
+    (64, 32, 1, 1, 300, 40, 0, 0, True),     # 5 tiles: each buffer, keep set, mbarrier reused
+    (64, 32, 1, 3, 150, 150, 2, 4, False),   # top-left, tiles 0, 1, 3, 5 skipped: ex != t
+]
+QUICK = [(0, 2), (1, 1), (3, 2), (6, 1), (6, 2), (9, 2)]  # (BASE index, xbuf)
 
 
 def cases(quick):
-    # (D, BC, PPG, group, Nq, Nkv, causal, j[, dropout])
-    full = [
-        (64, 64, 1, 1, 50, 100, 0, 1),     # rows past the end, keys past Nkv, key tile 1
-        (136, 32, 1, 2, 40, 70, 1, 1),     # GQA rows packed over two tiles, bottom-right
-        (320, 64, 1, 1, 70, 45, 2, 0),     # top-left causal, D padded to 512, two tiles
-        (512, 64, 2, 1, 100, 33, 1, 0),    # bottom-right with Nq > Nkv: rows without gradient
-        (576, 32, 1, 3, 30, 40, 1, 1),     # D padded to 768 (3 panels a quarter), 3 q heads
-        (1024, 32, 2, 1, 20, 40, 0, 1),    # D = 1024, two panels a group
-        (136, 64, 1, 3, 30, 70, 1, 0, True),  # dropout, GQA, bottom-right
-        (512, 32, 1, 2, 40, 50, 0, 1, True),  # dropout, two groups
-    ]
     if quick:
-        return [full[0], full[1], full[3], full[6]]
-    return full
+        return [BASE[i] + (xb,) for i, xb in QUICK]
+    # xbuf = 2 where the host allows it: D padded to at most 768
+    return [c + (xb,) for c in BASE for xb in (1, 2) if xb == 1 or c[0] <= 768]
 
 
 def check_all(quick=False):
     rng = random.Random(5)
     fails = []
-    for D, BC, PPG, group, Nq, Nkv, causal, j, *drop in cases(quick):
-        pr = Prob(group, Nq, Nkv, causal, rng, D, bool(drop))
-        e = check_case(Cfg(D, BC, PPG), pr, j)
+    for D, BC, PPG, group, Nq, Nkv, causal, j, drop, xb in cases(quick):
+        pr = Prob(group, Nq, Nkv, causal, rng, D, drop)
+        try:
+            e = check_case(Cfg(D, BC, PPG, xb), pr, j)
+        except (AssertionError, IndexError, KeyError, TypeError) as x:
+            if not MUT:
+                raise
+            e = [(type(x).__name__, str(x))]  # a mutation may derail the transcription itself
         if e:
-            fails.append((D, BC, PPG, group, Nq, Nkv, causal, j, e[:3]))
+            fails.append((D, BC, PPG, group, Nq, Nkv, causal, j, drop, xb, e))
     return fails
 
 
 def main():
     fails = check_all()
     if fails:
-        print("FAILED:", fails)
+        print("FAILED:", [f[:-1] + (f[-1][:3],) for f in fails])
         return 1
-    print("exact: dK, dV, dQ, dBias of a key tile (both blocks of the cluster) over every query "
-          "tile: D 64/136/320/512/576/1024, bc 32/64, panels per group 1/2, GQA, causal both "
-          "alignments, rows and keys past the end, dropout; no race on the exchange slots or "
-          "P^T/dS^T, both blocks meet the same barriers")
+    print(f"exact: dK, dV, dQ, dBias of a key tile (both blocks of the cluster) over every query "
+          f"tile, {len(cases(False))} cases: D 64/136/320/512/576/1024, bc 32/64, panels per "
+          f"group 1/2, xbuf 1/2 (2 up to D 768), GQA, causal both alignments and skipped tiles, "
+          f"rows and keys past the end, dropout, up to 5 tiles; no race on the exchange slots, "
+          f"keep slots, mbarriers or P^T/dS^T; every mbarrier wait finds its tile's phase "
+          f"complete, no stores reach a pending phase, every store waited for; both blocks meet "
+          f"the same barriers")
     ok = True
     for m in MUTATIONS:
         MUT.clear()
         MUT.add(m)
-        try:
-            caught = bool(check_all(quick=True))
-        except (AssertionError, IndexError, KeyError, TypeError):
-            caught = True
-        print(f"mutation {m:26s} {'caught' if caught else 'NOT CAUGHT'}")
-        ok &= caught
+        kinds = sorted({e[0] for f in check_all(quick=True) for e in f[-1]})
+        print(f"mutation {m:26s} {'caught (' + '; '.join(kinds) + ')' if kinds else 'NOT CAUGHT'}")
+        ok &= bool(kinds)
     MUT.clear()
     return 0 if ok else 1
 
