@@ -3,6 +3,7 @@
 // the same checks).
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
@@ -34,9 +35,10 @@ struct Proc {
   fs::path log;  // stdout and stderr
 };
 
-// Starts ffpa-bench in `dir` with `env` added ("NAME=value"), its output going to a file.
+// Starts ffpa-bench in `dir` with `env` added ("NAME=value"), its output going to a file; with
+// `vmem` bytes of address space at most when given (ulimit -v).
 Proc start(const fs::path& dir, const std::vector<std::string>& args,
-           const std::vector<std::string>& env = {}) {
+           const std::vector<std::string>& env = {}, rlim_t vmem = 0) {
   Proc p;
   p.log = dir / ("out." + std::to_string(::getpid()) + "." + std::to_string(std::rand()));
   p.pid = fork();
@@ -48,6 +50,8 @@ Proc start(const fs::path& dir, const std::vector<std::string>& args,
     dup2(fd, 1);
     dup2(fd, 2);
     for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
+    const rlimit limit{vmem, vmem};
+    if (vmem && setrlimit(RLIMIT_AS, &limit) != 0) _exit(123);
     std::vector<char*> argv = {const_cast<char*>(FFPA_BENCH)};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -116,6 +120,22 @@ TEST_CASE("bad input is exit 2 before any device is looked for", "[exe]") {
   CHECK_RUN(run(t.path(), {"--config", "/dev/zero", "--dry-run"}), 2, "larger than 16 MiB");
   CHECK_RUN(run(t.path(), {"--config", "cfg/ok.json", "--tuning-cache", "cfg", "--fwd"}), 2,
             "cfg: /: is a directory");
+}
+
+TEST_CASE("input files too large for their kind or for the memory are exit 2", "[exe]") {
+  TempDir t;
+  fs::copy_file(fs::path(FFPA_SOURCE_DIR) / kResults, t.path() / "base.json");
+  // Tuning caches are read up to 16 MiB, as case files and grids.
+  write_file(t.path() / "big.json", std::string(17 << 20, ' '));
+  CHECK_RUN(
+      run(t.path(), {"--config", (fs::path(FFPA_SOURCE_DIR) / "configs/default.json").string(),
+                     "--case", "self-attn", "--fwd", "--no-bwd", "--dtype", "bf16", "--variant",
+                     "ffpa-fwd-sm80", "--compile-only", "sm_90a", "--tuning-cache", "big.json"}),
+      2, "big.json: /: larger than 16 MiB");
+  // Results files may be up to 1 GiB: one that does not fit in the address space is bad input
+  // named by its path, not std::bad_alloc.
+  CHECK_RUN(wait_for(start(t.path(), {"compare", "base.json", "/dev/zero"}, {}, rlim_t{1} << 30)),
+            2, "/dev/zero: /: does not fit in the memory available");
 }
 
 TEST_CASE("without a GPU a run is exit 3, says what works, and leaves nothing behind", "[exe]") {

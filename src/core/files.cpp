@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "core/error.hpp"
 
@@ -47,7 +48,15 @@ std::string read_input_file(const std::filesystem::path& path, int64_t max_bytes
       throw InputError(
           file, "/", "larger than " + std::to_string(max_bytes >> 20) + " MiB; not an input file");
     }
-    text.append(buf, static_cast<size_t>(n));
+    try {
+      text.append(buf, static_cast<size_t>(n));
+    } catch (const std::bad_alloc&) {
+      // Under a memory limit (ulimit -v) a file below max_bytes may still not fit.
+      ::close(fd);
+      throw InputError(file, "/",
+                       "does not fit in the memory available (" +
+                           std::to_string(text.size() >> 20) + " MiB read)");
+    }
   }
   ::close(fd);
   return text;

@@ -1,6 +1,7 @@
 #include "core/json_strict.hpp"
 
 #include <algorithm>
+#include <new>
 #include <set>
 #include <vector>
 
@@ -91,6 +92,9 @@ nlohmann::ordered_json parse_json_strict(const std::string& text, const std::str
     // e.byte is 1-based and points at the character that stopped the parser.
     throw InputError(where, line_column(text, e.byte == 0 ? 0 : e.byte - 1),
                      std::string("invalid JSON: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    // Under a memory limit a file that was read may still not fit once parsed.
+    throw InputError(where, "/", "does not fit in the memory available once parsed");
   } catch (const json::out_of_range& e) {
     // A number too large for a double ("1e400"): the message quotes it, so find it.
     const std::string msg = e.what();

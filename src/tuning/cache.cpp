@@ -168,7 +168,7 @@ std::vector<Item> all_entries(const std::string& path) {
   std::string first_bad;
   std::vector<Item> out;
   try {
-    out = parse_entries<Item>(read_input_file(path), bad, first_bad);
+    out = parse_entries<Item>(read_input_file(path, kMaxConfigBytes), bad, first_bad);
   } catch (const BadEntry& e) {
     throw InputError(path, "/", std::string("unusable tuning cache: ") + e.what());
   }
@@ -232,7 +232,7 @@ TuningCache TuningCache::load(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec) && !ec) return c;
   // A directory or a file we may not read is not a corrupt cache: InputError, never replaced.
-  const std::string text = read_input_file(path);
+  const std::string text = read_input_file(path, kMaxConfigBytes);
   int bad = 0;
   std::string first_bad;
   try {
@@ -320,7 +320,7 @@ std::string TuningCache::save() {
       std::string first_bad;
       std::vector<Item> theirs;
       try {
-        theirs = parse_entries<Item>(read_input_file(p), bad, first_bad);
+        theirs = parse_entries<Item>(read_input_file(p, kMaxConfigBytes), bad, first_bad);
       } catch (const InputError& e) {
         throw RunError(std::string("cannot merge the tuning cache: ") + e.what());
       } catch (const BadEntry& e) {
