@@ -9,7 +9,8 @@
 // cluster of two blocks shares one key tile and each block owns half of D, so the same registers
 // hold dK and dV of twice the keys (BC = 64 up to D = 512), or the same 32 keys at twice the D
 // (D up to 1024). The price: S and dP are sums over both halves of D, exchanged through
-// distributed shared memory (two cluster barriers a query tile).
+// distributed shared memory (ordered by mbarriers; one cluster barrier a query tile with a single
+// exchange buffer, none with two).
 //
 // The configuration comes in as macros (src/variants/ffpa_bwd_sm90c.cpp sets them):
 //   FFPA_D       head dim (multiple of 8, at most 1024)
@@ -31,7 +32,7 @@
 //  - exchange in the block (ffpa_bwd_sm90.cuh's): warpgroup w ends with the block's sums of the
 //    accumulator rows of h = w (rows 16 warp + lane / 4 + 8 w);
 //  - exchange in the cluster: a thread stores those sums into the same thread's slots of the
-//    other block (st.shared::cluster) and adds the other block's: both blocks then hold the full
+//    other block (st.async) and adds the other block's: both blocks then hold the full
 //    S and dP of the same rows, bit-identical (a + b = b + a);
 //  - P, dS as in ffpa_bwd_sm90.cuh, computed by both blocks (each needs them for its own half of
 //    dV, dK, dQ); dBias is added by rank 0 only; dropout keep bits are drawn half in each block
@@ -43,12 +44,14 @@
 // (full[tile parity]). XBUF = 1: they land in the block exchange buffer, after barrier A (all
 // threads of both blocks have read their block exchange); the next remote stores into a block
 // come after the next barrier A, which its threads reach only after reading these. XBUF = 2: the
-// two buffers take turns (tile t: block exchange in buffer t % 2, received sums in the other),
-// and no cluster barrier is needed: the other block stores tile t's sums into a buffer this
-// block last read at tile t - 1 (block exchange) or t - 2 (received), and it stores them only
-// after its own wait for tile t - 1, that is after this block's sends of tile t - 1, which
-// follow those reads in every thread (the release of st.async's complete_tx, the acquire of the
-// wait). The barrier's phases and keep-bit slots alternate with the tile for the same reason.
+// two buffers take turns (exchange e, the e-th query tile a cluster processes, causal skips not
+// counted: block exchange in buffer e % 2, received sums in the other), and no cluster barrier
+// is needed: the other block stores exchange e's sums into a buffer this block last read at
+// exchange e - 1 (block exchange) or e - 2 (received), and it stores them only after its own
+// wait for exchange e - 1, that is after this block's sends of e - 1, which follow those reads
+// in every thread (the release of st.async's complete_tx, the acquire of the wait). The
+// barrier's phases and keep-bit slots alternate with e for the same reason. Both blocks visit
+// the same query tiles, so they agree on e.
 // tools/ffpa_bwd_sm90c_sim.py checks the placement, fragments, exchanges and the barrier protocol.
 #pragma once
 
@@ -136,8 +139,8 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   unsigned char* rows_base = smem + LAYOUT.rows;
   // Dropout: the keep bits the other block drew for this thread's row (slot tid).
   u32* keep_in = reinterpret_cast<u32*>(smem + LAYOUT.keep);
-  // mbarriers full[0], full[1] (8 bytes apart): tile t's exchange stores from the other block
-  // have landed (phase t / 2 of full[t % 2]).
+  // mbarriers full[0], full[1] (8 bytes apart): the other block's stores of exchange e (its
+  // e-th query tile) have landed (phase e / 2 of full[e % 2]).
   const u32 full = sK + LAYOUT.full;
 
   const int tid = threadIdx.x, lane = tid & 31;
@@ -171,7 +174,8 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   cluster_sync();
 
   // Causal: query tiles that see none of the key tile's keys are skipped (cluster-uniform: both
-  // blocks have the same n0, so they meet at the same cluster barriers).
+  // blocks have the same n0, so they meet at the same cluster barriers and count the same
+  // exchanges on the mbarriers).
   auto next_tile = [&](int t) {
     for (; FFPA_CAUSAL && t < ntile; ++t) {
       const int m0 = t * BR, i_hi = min(m0 + BR, rows_total) - 1;
