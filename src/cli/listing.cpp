@@ -178,8 +178,8 @@ std::string render_compiled(const Plan& plan, const std::vector<CompileOutcome>&
                         c.result.ok() ? "ok" : "refused: " + c.result.reason, c.seconds);
   }
   std::string out = fmt::format(
-      "Compiled {} kernel configurations of {} for {} in {:.0f} s: {} refused ({} of them "
-      "configurations a run would use).\n",
+      "Compiled {} kernel configurations of {} for {} in {:.0f} s: {} refused, {} of which a "
+      "run would use.\n",
       done.size(), plan.config_file, target, seconds, refused, failed);
   if (!rows.empty())
     out +=

@@ -238,14 +238,14 @@ TuningCache TuningCache::load(const std::string& path) {
   try {
     c.entries_ = parse_entries<Item>(text, bad, first_bad);
   } catch (const BadEntry& e) {
-    c.warning_ = path + ": unusable tuning cache (" + e.what() + "); starting empty, the file " +
-                 "will be kept as " + path + ".bad";
+    c.warning_ = path + ": unusable tuning cache (" + e.what() + "); starting empty; a save " +
+                 "moves the file to " + path + ".bad first";
     c.move_aside_ = true;
     return c;
   }
   if (bad > 0) {
     c.warning_ = path + ": " + std::to_string(bad) + " malformed tuning-cache entries ignored (" +
-                 first_bad + "); the file will be kept as " + path + ".bad";
+                 first_bad + "); a save moves the file to " + path + ".bad first";
     c.move_aside_ = true;
   }
   return c;

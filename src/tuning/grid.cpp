@@ -21,7 +21,8 @@ bool is_identifier(const std::string& s) {
 
 std::string type_name(const json& j) {
   if (j.is_number_float()) return "a non-integer number";
-  return std::string("a ") + j.type_name();
+  const std::string t = j.type_name();
+  return (t == "array" || t == "object" ? "an " : "a ") + t;
 }
 
 // A non-empty list of distinct integers.
