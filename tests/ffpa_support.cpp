@@ -26,11 +26,11 @@ Problem make(int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nkv, int64_
 
 std::vector<Problem> bias_problems(int D, Dtype dt) {
   std::vector<Problem> out;
-  for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
-    for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
+  for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full})
+    for (BiasDtype md : {BiasDtype::fp32, BiasDtype::input}) {
       Problem p = make(2, 4, 2, 37, 90, D, dt);
-      p.mask = m;
-      p.mask_dtype = md;
+      p.bias = m;
+      p.bias_dtype = md;
       out.push_back(p);
     }
   return out;
@@ -146,8 +146,8 @@ gpu::DeviceBuffer upload_randn(int64_t n, Half h, std::mt19937& rng, double scal
 // The problem's additive bias (fp32 or the input dtype), random normal * 0.25; `exact` as above.
 gpu::DeviceBuffer upload_bias(const Problem& pr, Half h, std::mt19937& rng,
                               std::vector<double>& exact) {
-  const int64_t n = pr.mask_elems();
-  if (pr.mask_dtype != MaskDtype::fp32) return upload_randn(n, h, rng, 0.25, exact);
+  const int64_t n = pr.bias_elems();
+  if (pr.bias_dtype != BiasDtype::fp32) return upload_randn(n, h, rng, 0.25, exact);
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<float> b(static_cast<size_t>(n));
   exact.resize(b.size());
@@ -171,7 +171,7 @@ DeviceInputs upload_inputs(const Problem& pr, std::mt19937& rng, bool with_dout,
   d.k = upload_randn(nkv, h, rng, 1.0, in.k);
   d.v = upload_randn(nkv, h, rng, 1.0, in.v);
   if (with_dout) d.dout = upload_randn(nq, h, rng, 1.0, in.dout);
-  if (pr.mask != MaskKind::none) d.bias = upload_bias(pr, h, rng, in.bias);
+  if (pr.bias != BiasKind::none) d.bias = upload_bias(pr, h, rng, in.bias);
   return d;
 }
 
@@ -228,10 +228,10 @@ void bench_forward(const char* name, const Problem& pr, const std::string& confi
   FfpaFwdParams p = contiguous_params(pr, HostAttnInputs{});
   p.q = q.get(), p.k = k.get(), p.v = v.get(), p.o = o.get(), p.lse = lse.as<float>();
   // A bias in the input dtype (random like the inputs), in the problem's broadcast shape.
-  REQUIRE((pr.mask == MaskKind::none || pr.mask_dtype == MaskDtype::input));
+  REQUIRE((pr.bias == BiasKind::none || pr.bias_dtype == BiasDtype::input));
   gpu::DeviceBuffer bias;
-  if (pr.mask != MaskKind::none) {
-    bias = big_random(pr.mask_elems(), rng);
+  if (pr.bias != BiasKind::none) {
+    bias = big_random(pr.bias_elems(), rng);
     p.bias = bias.get();
   }
   std::unique_ptr<Op> op;
@@ -280,12 +280,12 @@ FfpaFwdParams contiguous_params(const Problem& pr, const HostAttnInputs& in) {
   p.k_row_stride = p.v_row_stride = s.D;
   p.k_head_stride = p.v_head_stride = s.Nkv * s.D;
   p.k_batch_stride = p.v_batch_stride = s.Hkv * s.Nkv * s.D;
-  if (pr.mask != MaskKind::none) {
-    p.bias_row_stride = pr.mask == MaskKind::key ? 0 : s.Nkv;
-    p.bias_head_stride = pr.mask == MaskKind::full ? s.Nq * s.Nkv : 0;
-    p.bias_batch_stride = pr.mask == MaskKind::full ? s.Hq * s.Nq * s.Nkv : 0;
+  if (pr.bias != BiasKind::none) {
+    p.bias_row_stride = pr.bias == BiasKind::key ? 0 : s.Nkv;
+    p.bias_head_stride = pr.bias == BiasKind::full ? s.Nq * s.Nkv : 0;
+    p.bias_batch_stride = pr.bias == BiasKind::full ? s.Hq * s.Nq * s.Nkv : 0;
   }
-  p.bias_is_fp32 = pr.mask_dtype == MaskDtype::fp32;
+  p.bias_is_fp32 = pr.bias_dtype == BiasDtype::fp32;
   p.is_bf16 = pr.dtype == Dtype::bf16;
   p.B = static_cast<int>(s.B), p.Hq = static_cast<int>(s.Hq), p.Hkv = static_cast<int>(s.Hkv);
   p.Nq = static_cast<int>(s.Nq), p.Nkv = static_cast<int>(s.Nkv), p.D = static_cast<int>(s.D);
@@ -388,8 +388,8 @@ ForwardOutcome run_forward(const Problem& pr, const BindForward& bind) {
 void expect_forward_close(const Problem& pr, const std::string& config, const BindForward& bind) {
   INFO("D=" << pr.shape.D << " Nq=" << pr.shape.Nq << " Nkv=" << pr.shape.Nkv
             << " Hq=" << pr.shape.Hq << " Hkv=" << pr.shape.Hkv << " B=" << pr.shape.B
-            << " causal=" << to_string(pr.causal) << " mask=" << to_string(pr.mask) << "/"
-            << to_string(pr.mask_dtype) << " dropout=" << pr.dropout << " " << to_string(pr.dtype)
+            << " causal=" << to_string(pr.causal) << " bias=" << to_string(pr.bias) << "/"
+            << to_string(pr.bias_dtype) << " dropout=" << pr.dropout << " " << to_string(pr.dtype)
             << " cfg=" << config);
   const ForwardOutcome r = run_forward(pr, bind);
   INFO("max_err=" << r.max_err << " max_ref=" << r.max_ref << " rel_l2=" << r.rel_l2
@@ -434,7 +434,7 @@ void expect_backward_variant_passes(Variant& v, const std::vector<Problem>& prob
     op->launch(nullptr);
     FFPA_CUDA(cudaDeviceSynchronize());
     const auto checks = check_outputs(t, ref, Pass::bwd);
-    REQUIRE(checks.size() == (p.mask == MaskKind::none ? 3u : 4u));
+    REQUIRE(checks.size() == (p.bias == BiasKind::none ? 3u : 4u));
     expect_passed(checks);
   }
 }
@@ -483,10 +483,10 @@ std::string describe(const Problem& pr) {
   char buf[256];
   std::snprintf(
       buf, sizeof buf,
-      "D=%lld B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld causal=%s mask=%s/%s dropout=%g %s",
+      "D=%lld B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld causal=%s bias=%s/%s dropout=%g %s",
       (long long)s.D, (long long)s.B, (long long)s.Hq, (long long)s.Hkv, (long long)s.Nq,
-      (long long)s.Nkv, to_string(pr.causal).c_str(), to_string(pr.mask).c_str(),
-      to_string(pr.mask_dtype).c_str(), pr.dropout, to_string(pr.dtype).c_str());
+      (long long)s.Nkv, to_string(pr.causal).c_str(), to_string(pr.bias).c_str(),
+      to_string(pr.bias_dtype).c_str(), pr.dropout, to_string(pr.dtype).c_str());
   return buf;
 }
 
@@ -498,9 +498,9 @@ void expect_backward_close(const Problem& pr, const std::string& config, const B
   const DeviceInputs d = upload_inputs(pr, rng, true, in);
   const int64_t nq = s.B * s.Hq * s.Nq * s.D, nkv = s.B * s.Hkv * s.Nkv * s.D;
   gpu::DeviceBuffer dbias;
-  const bool fp32_bias = pr.mask_dtype == MaskDtype::fp32;
-  if (pr.mask != MaskKind::none)
-    dbias = poisoned(static_cast<size_t>(pr.mask_elems()) * (fp32_bias ? 4 : 2));
+  const bool fp32_bias = pr.bias_dtype == BiasDtype::fp32;
+  if (pr.bias != BiasKind::none)
+    dbias = poisoned(static_cast<size_t>(pr.bias_elems()) * (fp32_bias ? 4 : 2));
   const HostAttnOutputs ref = cpu_attention(pr, in);
   gpu::DeviceBuffer o = upload_half(ref.o, h);
   std::vector<float> lse_f(ref.lse.begin(), ref.lse.end());
@@ -553,10 +553,10 @@ void expect_backward_close(const Problem& pr, const std::string& config, const B
   expect("dq", download_half(dq, h), ref.dq);
   expect("dk", download_half(dk, h), ref.dk);
   expect("dv", download_half(dv, h), ref.dv);
-  if (pr.mask != MaskKind::none) {
+  if (pr.bias != BiasKind::none) {
     std::vector<double> got;
     if (fp32_bias) {
-      std::vector<float> x(static_cast<size_t>(pr.mask_elems()));
+      std::vector<float> x(static_cast<size_t>(pr.bias_elems()));
       FFPA_CUDA(cudaMemcpy(x.data(), dbias.get(), dbias.bytes(), cudaMemcpyDeviceToHost));
       got.assign(x.begin(), x.end());
     } else {

@@ -87,7 +87,7 @@ void expect_forward_variant_passes(Variant&, const std::vector<Problem>&);
 // The same for the backward: o and lse from the reference, dq, dk, dv (and dbias) poisoned.
 void expect_backward_variant_passes(Variant&, const std::vector<Problem>&);
 
-// "D=.. B=.. Hq=.. Hkv=.. Nq=.. Nkv=.. causal=.. mask=../.. dropout=.. dtype" of a problem.
+// "D=.. B=.. Hq=.. Hkv=.. Nq=.. Nkv=.. causal=.. bias=../.. dropout=.. dtype" of a problem.
 std::string describe(const Problem&);
 
 // One backward op (bind makes it from the parameters) launched twice (the workspaces are re-zeroed

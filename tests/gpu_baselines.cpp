@@ -25,14 +25,14 @@ Elem in_elem(const Problem& p) {
   return p.dtype == Dtype::bf16 ? Elem::bf16 : Elem::f16;
 }
 Elem bias_elem(const Problem& p) {
-  return p.mask_dtype == MaskDtype::fp32 ? Elem::f32 : in_elem(p);
+  return p.bias_dtype == BiasDtype::fp32 ? Elem::f32 : in_elem(p);
 }
 
 struct Kind {
   const char* name;
   Causal causal = Causal::none;
-  MaskKind mask = MaskKind::none;
-  MaskDtype mask_dtype = MaskDtype::fp32;
+  BiasKind bias = BiasKind::none;
+  BiasDtype bias_dtype = BiasDtype::fp32;
   double dropout = 0;
   int group = 1;  // Hq / Hkv; 0 = MQA (Hkv = 1)
   int shape = 0;  // 0 self (Nq = Nkv), 1 cross (Nq < Nkv), 2 decode (Nq = 1), 3 Nq > Nkv
@@ -40,19 +40,19 @@ struct Kind {
 
 const Kind kKinds[] = {
     {"self"},
-    {"cross", Causal::none, MaskKind::none, MaskDtype::fp32, 0, 1, 1},
-    {"decode", Causal::none, MaskKind::none, MaskDtype::fp32, 0, 1, 2},
-    {"gqa", Causal::none, MaskKind::none, MaskDtype::fp32, 0, 4},
-    {"mqa", Causal::none, MaskKind::none, MaskDtype::fp32, 0, 0, 1},
+    {"cross", Causal::none, BiasKind::none, BiasDtype::fp32, 0, 1, 1},
+    {"decode", Causal::none, BiasKind::none, BiasDtype::fp32, 0, 1, 2},
+    {"gqa", Causal::none, BiasKind::none, BiasDtype::fp32, 0, 4},
+    {"mqa", Causal::none, BiasKind::none, BiasDtype::fp32, 0, 0, 1},
     {"causal bottom-right", Causal::bottom_right},
-    {"causal bottom-right Nq>Nkv", Causal::bottom_right, MaskKind::none, MaskDtype::fp32, 0, 2, 3},
-    {"causal top-left cross", Causal::top_left, MaskKind::none, MaskDtype::fp32, 0, 1, 1},
-    {"key bias fp32", Causal::none, MaskKind::key},
-    {"key bias input dtype gqa", Causal::none, MaskKind::key, MaskDtype::input, 0, 2, 1},
-    {"query_key bias", Causal::none, MaskKind::query_key, MaskDtype::fp32, 0, 1, 1},
-    {"full bias causal", Causal::bottom_right, MaskKind::full, MaskDtype::input},
-    {"dropout", Causal::none, MaskKind::none, MaskDtype::fp32, 0.1},
-    {"dropout gqa causal key bias", Causal::bottom_right, MaskKind::key, MaskDtype::fp32, 0.3, 2,
+    {"causal bottom-right Nq>Nkv", Causal::bottom_right, BiasKind::none, BiasDtype::fp32, 0, 2, 3},
+    {"causal top-left cross", Causal::top_left, BiasKind::none, BiasDtype::fp32, 0, 1, 1},
+    {"key bias fp32", Causal::none, BiasKind::key},
+    {"key bias input dtype gqa", Causal::none, BiasKind::key, BiasDtype::input, 0, 2, 1},
+    {"query_key bias", Causal::none, BiasKind::query_key, BiasDtype::fp32, 0, 1, 1},
+    {"full bias causal", Causal::bottom_right, BiasKind::full, BiasDtype::input},
+    {"dropout", Causal::none, BiasKind::none, BiasDtype::fp32, 0.1},
+    {"dropout gqa causal key bias", Causal::bottom_right, BiasKind::key, BiasDtype::fp32, 0.3, 2,
      1},
 };
 
@@ -63,8 +63,8 @@ Problem random_problem(const Kind& k, Dtype dt, std::mt19937& rng) {
   p.case_name = k.name;
   p.dtype = dt;
   p.causal = k.causal;
-  p.mask = k.mask;
-  p.mask_dtype = k.mask_dtype;
+  p.bias = k.bias;
+  p.bias_dtype = k.bias_dtype;
   p.dropout = k.dropout;
   p.seed = static_cast<uint64_t>(rng());
   Shape& s = p.shape;
@@ -103,7 +103,7 @@ HostAttnInputs host_inputs(const AttnTensors& t, bool bwd) {
   in.q = download(t.q.get(), in_elem(p), t.q_elems());
   in.k = download(t.k.get(), in_elem(p), t.kv_elems());
   in.v = download(t.v.get(), in_elem(p), t.kv_elems());
-  if (p.mask != MaskKind::none) in.bias = download(t.bias.get(), bias_elem(p), p.mask_elems());
+  if (p.bias != BiasKind::none) in.bias = download(t.bias.get(), bias_elem(p), p.bias_elems());
   if (bwd) in.dout = download(t.dout.get(), in_elem(p), t.q_elems());
   in.dropout_seed = t.dropout_seed;
   in.dropout_offset = t.dropout_offset;
@@ -154,8 +154,8 @@ TEST_CASE("tensors: seeded normal inputs, NaN-poisoned outputs, dropout stream f
           "[gpu][tensors]") {
   Problem p;
   p.shape = {2, 4, 2, 300, 301, 64};
-  p.mask = MaskKind::query_key;
-  p.mask_scale = 0.25;
+  p.bias = BiasKind::query_key;
+  p.bias_scale = 0.25;
   p.seed = 5;
   AttnTensors a(p, Pass::bwd), b(p, Pass::bwd);
   const std::vector<double> q = download(a.q.get(), Elem::bf16, a.q_elems());
@@ -172,7 +172,7 @@ TEST_CASE("tensors: seeded normal inputs, NaN-poisoned outputs, dropout stream f
   CHECK(q != download(a.dout.get(), Elem::bf16, a.q_elems()));
   const std::vector<double> k = download(a.k.get(), Elem::bf16, a.kv_elems());
   CHECK(k != download(a.v.get(), Elem::bf16, a.kv_elems()));
-  const std::vector<double> bias = download(a.bias.get(), Elem::f32, p.mask_elems());
+  const std::vector<double> bias = download(a.bias.get(), Elem::f32, p.bias_elems());
   double bsq = 0;
   for (double x : bias) bsq += x * x;
   CHECK(std::sqrt(bsq / bias.size()) == Approx(0.25).epsilon(0.05));
@@ -202,7 +202,7 @@ TEST_CASE("GPU reference matches the CPU reference, unfused passes FA3's rule", 
     for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
       const Problem p = random_problem(kind, dt, rng);
       INFO(describe(p));
-      const bool mask = p.mask != MaskKind::none;
+      const bool biased = p.bias != BiasKind::none;
       // Forward.
       AttnTensors tf(p, Pass::fwd);
       const HostAttnOutputs cf = cpu_attention(p, host_inputs(tf, false));
@@ -226,7 +226,7 @@ TEST_CASE("GPU reference matches the CPU reference, unfused passes FA3's rule", 
       CHECK(rel_err(rb.dq, cb.dq) < 5e-5);
       CHECK(rel_err(rb.dk, cb.dk) < 5e-5);
       CHECK(rel_err(rb.dv, cb.dv) < 5e-5);
-      if (mask) CHECK(rel_err(rb.dbias, cb.dbias) < 5e-5);
+      if (biased) CHECK(rel_err(rb.dbias, cb.dbias) < 5e-5);
       write_forward_outputs(tb, rb);
       const int64_t before = gpu::memory_stats().current;
       auto op = unfused->bind(p, Pass::bwd, tb);
@@ -234,7 +234,7 @@ TEST_CASE("GPU reference matches the CPU reference, unfused passes FA3's rule", 
       for (int rep = 0; rep < 2; ++rep) {  // a launch must not depend on the previous one
         op->launch(nullptr);
         FFPA_CUDA(cudaDeviceSynchronize());
-        require_pass(check_outputs(tb, rb, Pass::bwd), mask ? 4 : 3);
+        require_pass(check_outputs(tb, rb, Pass::bwd), biased ? 4 : 3);
       }
     }
 }
@@ -246,7 +246,7 @@ TEST_CASE("long rows: register and looping softmax paths, chunk boundaries", "[g
     p.case_name = "long";
     p.shape = {1, 2, 1, 3, nkv, 16};
     p.causal = Causal::bottom_right;
-    p.mask = MaskKind::key;
+    p.bias = BiasKind::key;
     p.dropout = 0.2;
     p.seed = static_cast<uint64_t>(nkv);
     INFO(describe(p));
@@ -343,20 +343,20 @@ TEST_CASE("unfused timing at D=512, N=8192", "[.][perf]") {
   struct Variant {
     const char* name;
     Causal causal;
-    MaskKind mask;
+    BiasKind bias;
     double dropout;
     int64_t hkv;
   };
-  const Variant vs[] = {{"self", Causal::none, MaskKind::none, 0, 32},
-                        {"gqa", Causal::none, MaskKind::none, 0, 8},
-                        {"causal", Causal::bottom_right, MaskKind::none, 0, 32},
-                        {"key-bias", Causal::none, MaskKind::key, 0, 32},
-                        {"dropout", Causal::none, MaskKind::none, 0.1, 32}};
+  const Variant vs[] = {{"self", Causal::none, BiasKind::none, 0, 32},
+                        {"gqa", Causal::none, BiasKind::none, 0, 8},
+                        {"causal", Causal::bottom_right, BiasKind::none, 0, 32},
+                        {"key-bias", Causal::none, BiasKind::key, 0, 32},
+                        {"dropout", Causal::none, BiasKind::none, 0.1, 32}};
   for (const Variant& v : vs)
     for (Pass pass : {Pass::fwd, Pass::bwd}) {
       Problem p = timing_problem(v.name);
       p.causal = v.causal;
-      p.mask = v.mask;
+      p.bias = v.bias;
       p.dropout = v.dropout;
       p.shape.Hkv = v.hkv;
       AttnTensors t(p, pass);

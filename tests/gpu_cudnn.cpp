@@ -1,7 +1,7 @@
 // cuDNN fused SDPA against the double-precision host reference (reference/cpu_reference.hpp), for
 // small shapes of every case kind. Tolerances are eps(dtype)-scaled bounds on the largest
 // reference value; every case also checks that the reference of a *different* problem (the
-// feature removed, or the other causal alignment) lies outside them, so a mask that cuDNN
+// feature removed, or the other causal alignment) lies outside them, so a feature that cuDNN
 // silently ignored could not pass. Dropout rows are not comparable element-wise (cuDNN's Philox
 // stream differs from ours): there the LSE (taken before dropout) is compared, and O is checked
 // for being finite, changed by dropout, and reproducible for the same seed.
@@ -48,7 +48,7 @@ Host io_type(const Problem& p) {
   return p.dtype == Dtype::bf16 ? Host::bf16 : Host::f16;
 }
 Host bias_type(const Problem& p) {
-  return p.mask_dtype == MaskDtype::fp32 ? Host::f32 : io_type(p);
+  return p.bias_dtype == BiasDtype::fp32 ? Host::f32 : io_type(p);
 }
 
 std::vector<double> fetch(const gpu::DeviceBuffer& b, Host t) {
@@ -79,7 +79,7 @@ HostAttnInputs host_inputs(const AttnTensors& t, bool with_dout) {
   in.q = fetch(t.q, io_type(t.problem));
   in.k = fetch(t.k, io_type(t.problem));
   in.v = fetch(t.v, io_type(t.problem));
-  if (t.problem.mask != MaskKind::none) in.bias = fetch(t.bias, bias_type(t.problem));
+  if (t.problem.bias != BiasKind::none) in.bias = fetch(t.bias, bias_type(t.problem));
   if (with_dout) in.dout = fetch(t.dout, io_type(t.problem));
   in.dropout_seed = t.dropout_seed;
   in.dropout_offset = t.dropout_offset;
@@ -184,13 +184,13 @@ void check_bwd(const Problem& p) {
   const HostAttnOutputs ref = cpu_attention(p, host_inputs(t, true));
   INFO(p.case_name << " " << to_string(p.dtype) << " bwd via " << op->includes());
   std::printf("%s %s bwd, bias %s/%s: %s\n", p.case_name.c_str(), to_string(p.dtype).c_str(),
-              to_string(p.mask).c_str(), to_string(p.mask_dtype).c_str(), op->includes().c_str());
+              to_string(p.bias).c_str(), to_string(p.bias_dtype).c_str(), op->includes().c_str());
   CHECK(max_err(fetch(t.dq, io_type(p)), ref.dq) <= grad_tol(p, ref.dq));
   CHECK(max_err(fetch(t.dk, io_type(p)), ref.dk) <= grad_tol(p, ref.dk));
   CHECK(max_err(fetch(t.dv, io_type(p)), ref.dv) <= grad_tol(p, ref.dv));
   const bool dbias = op->includes().rfind("dQ, dK, dV, dBias", 0) == 0;
   check_rule(t, Pass::bwd, dbias ? "" : "dbias");
-  if (p.mask == MaskKind::none) return;
+  if (p.bias == BiasKind::none) return;
   if (dbias)
     CHECK(max_err(fetch(t.dbias, bias_type(p)), ref.dbias) <= grad_tol(p, ref.dbias));
   else
@@ -265,21 +265,21 @@ TEST_CASE("cuDNN forward matches the reference", "[gpu][cudnn]") {
     Problem p = make("causal square", dt, {2, 2, 2, 200, 200, 64});
     p.causal = Causal::bottom_right;
     Problem other = p;
-    other.case_name = "no mask";
+    other.case_name = "no bias";
     other.causal = Causal::none;
     AttnTensors t(p, Pass::fwd);
     check_fwd(p, t, &other);
   }
   SECTION("additive bias, each shape and dtype") {
-    for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
-      for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
+    for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full})
+      for (BiasDtype md : {BiasDtype::fp32, BiasDtype::input}) {
         Problem p = make("bias", dt, {2, 4, 2, 128, 192, 128});
-        p.mask = m;
-        p.mask_dtype = md;
-        p.mask_scale = 1.0;
+        p.bias = m;
+        p.bias_dtype = md;
+        p.bias_scale = 1.0;
         Problem other = p;
         other.case_name = "no bias";
-        other.mask = MaskKind::none;
+        other.bias = BiasKind::none;
         AttnTensors t(p, Pass::fwd);
         check_fwd(p, t, &other);
       }
@@ -287,8 +287,8 @@ TEST_CASE("cuDNN forward matches the reference", "[gpu][cudnn]") {
   SECTION("bottom-right causal with a key bias") {
     Problem p = make("causal+bias", dt, {1, 2, 2, 64, 192, 64});
     p.causal = Causal::bottom_right;
-    p.mask = MaskKind::key;
-    p.mask_scale = 1.0;
+    p.bias = BiasKind::key;
+    p.bias_scale = 1.0;
     Problem other = p;
     other.case_name = "top-left";
     other.causal = Causal::top_left;
@@ -359,11 +359,11 @@ TEST_CASE("cuDNN backward matches the reference at D <= 256", "[gpu][cudnn]") {
     }
   }
   SECTION("bias with dBias") {
-    for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
-      for (MaskDtype md : {MaskDtype::input, MaskDtype::fp32}) {
+    for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full})
+      for (BiasDtype md : {BiasDtype::input, BiasDtype::fp32}) {
         Problem p = make("bias", dt, {2, 2, 2, 128, 128, 64});
-        p.mask = m;
-        p.mask_dtype = md;
+        p.bias = m;
+        p.bias_dtype = md;
         try {
           check_bwd(p);
         } catch (const Unsupported& e) {

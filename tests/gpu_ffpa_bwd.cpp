@@ -101,12 +101,12 @@ TEST_CASE("bwd combinations: causal + bias + dropout + GQA", "[gpu]") {
     for (int D : kDims) {
       Problem p = make(2, 4, 2, 70, 101, D, dt);
       p.causal = Causal::bottom_right;
-      p.mask = MaskKind::key;
+      p.bias = BiasKind::key;
       p.dropout = 0.1;
       expect_close(p);
       p.causal = Causal::top_left;
-      p.mask = MaskKind::full;
-      p.mask_dtype = MaskDtype::input;
+      p.bias = BiasKind::full;
+      p.bias_dtype = BiasDtype::input;
       expect_close(p);
     }
 }
@@ -135,11 +135,11 @@ TEST_CASE("bwd through AttnTensors passes the runner's FA3-rule check", "[gpu]")
   auto v = make_ffpa_bwd_sm80();
   Problem self = make(2, 8, 2, 333, 333, 512);
   self.causal = Causal::bottom_right;
-  self.mask = MaskKind::key;
+  self.bias = BiasKind::key;
   Problem dec = make(1, 16, 4, 1, 3000, 320, Dtype::fp16);
   dec.dropout = 0.1;
   Problem big = make(1, 4, 4, 257, 300, 1024);
-  big.mask = MaskKind::query_key;
+  big.bias = BiasKind::query_key;
   expect_backward_variant_passes(*v, {self, dec, big});
 }
 
@@ -174,9 +174,9 @@ TEST_CASE("backward timings of the default cases", "[.][bench]") {
     bench("gqa", make(1, 32, 8, N, N, D));
     bench("cross", make(1, 32, 32, 1024, N, D));
     bench("decode", make(1, 32, 32, 1, N, D));
-    Problem mask = self;
-    mask.mask = MaskKind::key;
-    bench("mask", mask);
+    Problem biased = self;
+    biased.bias = BiasKind::key;
+    bench("bias", biased);
     Problem drop = self;
     drop.dropout = 0.1;
     bench("dropout", drop);

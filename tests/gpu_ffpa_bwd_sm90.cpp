@@ -126,17 +126,17 @@ TEST_CASE("bwd90: combinations: causal + bias + dropout + GQA, under every knob"
     for (int D : {64, 320, 512}) {
       Problem p = make(2, 4, 2, 70, 101, D, dt);
       p.causal = Causal::bottom_right;
-      p.mask = MaskKind::key;
+      p.bias = BiasKind::key;
       p.dropout = 0.1;
       expect_close(p);
       for (const bwd90::Config& c :
            {bwd90::Config{1, 1}, bwd90::Config{1, 0, 1}, bwd90::Config{1, 0, 0, 2}})
         expect_close(p, c);
       p.causal = Causal::top_left;
-      p.mask = MaskKind::full;
-      p.mask_dtype = MaskDtype::input;
+      p.bias = BiasKind::full;
+      p.bias_dtype = BiasDtype::input;
       expect_close(p);
-      p.mask = MaskKind::query_key;
+      p.bias = BiasKind::query_key;
       expect_close(p, bwd90::Config{1, 1});
     }
 }

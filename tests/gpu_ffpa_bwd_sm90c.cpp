@@ -129,14 +129,14 @@ TEST_CASE("bwd90c: combinations: causal + bias + dropout + GQA", "[gpu]") {
       if (dt == Dtype::fp16 && D != 512) continue;
       Problem p = make(2, 4, 2, 70, 101, D, dt);
       p.causal = Causal::bottom_right;
-      p.mask = MaskKind::key;
+      p.bias = BiasKind::key;
       p.dropout = 0.1;
       expect_close(p);
       p.causal = Causal::top_left;
-      p.mask = MaskKind::full;
-      p.mask_dtype = MaskDtype::input;
+      p.bias = BiasKind::full;
+      p.bias_dtype = BiasDtype::input;
       expect_close(p);
-      p.mask = MaskKind::query_key;
+      p.bias = BiasKind::query_key;
       expect_close(p, bwd90c::Config{32, 1, 1, D > 768 ? 1 : 2});
       if (D <= 768) expect_close(p, bwd90c::Config{32, 1, 1, 1});  // barrier A
     }

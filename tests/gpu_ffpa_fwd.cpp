@@ -73,16 +73,16 @@ TEST_CASE("causal, both alignments, skipping masked tiles", "[gpu]") {
 }
 
 TEST_CASE("additive bias: key, query_key and full shapes, fp32 and input dtype", "[gpu]") {
-  for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
-    for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
+  for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full})
+    for (BiasDtype md : {BiasDtype::fp32, BiasDtype::input}) {
       Problem p = make(2, 4, 2, 90, 140, 512);
-      p.mask = m;
-      p.mask_dtype = md;
+      p.bias = m;
+      p.bias_dtype = md;
       expect_close(p);
     }
   Problem p = make(1, 2, 2, 100, 100, 512, Dtype::fp16);
-  p.mask = MaskKind::key;
-  p.mask_dtype = MaskDtype::input;
+  p.bias = BiasKind::key;
+  p.bias_dtype = BiasDtype::input;
   p.causal = Causal::bottom_right;
   expect_close(p);
 }
@@ -92,7 +92,7 @@ TEST_CASE("dropout replays the Philox stream of ANCHORS.md", "[gpu]") {
   p.dropout = 0.1;
   expect_close(p);
   p.causal = Causal::top_left;
-  p.mask = MaskKind::key;
+  p.bias = BiasKind::key;
   expect_close(p);
   Problem d = make(1, 2, 2, 1, 500, 512);  // through split-KV
   d.dropout = 0.2;
@@ -128,7 +128,7 @@ TEST_CASE("private streams with every feature", "[gpu]") {
   };
   Problem p = make(2, 4, 2, 150, 170, 512);
   p.causal = Causal::bottom_right;
-  p.mask = MaskKind::full;
+  p.bias = BiasKind::full;
   p.dropout = 0.1;
   expect_close(p, priv(p));
   for (int D : {136, 320, 1024})
@@ -141,7 +141,7 @@ TEST_CASE("the variant through AttnTensors passes the runner's FA3-rule check", 
   auto v = make_ffpa_fwd_sm80();
   Problem self = make(2, 8, 2, 333, 333, 512);
   self.causal = Causal::bottom_right;
-  self.mask = MaskKind::key;
+  self.bias = BiasKind::key;
   Problem dec = make(1, 16, 4, 1, 3000, 320);
   dec.dropout = 0.1;
   expect_forward_variant_passes(*v, {self, dec});

@@ -94,11 +94,11 @@ TEST_CASE("sm90: causal, both alignments, skipping masked tiles", "[gpu]") {
 TEST_CASE("sm90: bias and dropout, D 320 and 512", "[gpu]") {
   if (!hopper()) return;
   for (int D : {320, 512})
-    for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
-      for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
+    for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full})
+      for (BiasDtype md : {BiasDtype::fp32, BiasDtype::input}) {
         Problem p = make(2, 4, 2, 90, 140, D);
-        p.mask = m;
-        p.mask_dtype = md;
+        p.bias = m;
+        p.bias_dtype = md;
         expect_close(p);
       }
   for (int D : {384, 512}) {
@@ -106,20 +106,20 @@ TEST_CASE("sm90: bias and dropout, D 320 and 512", "[gpu]") {
     p.dropout = 0.1;
     expect_close(p);
     p.causal = Causal::bottom_right;
-    p.mask = MaskKind::key;
+    p.bias = BiasKind::key;
     expect_close(p);
     p.causal = Causal::top_left;
-    p.mask = MaskKind::full;
-    p.mask_dtype = MaskDtype::input;
+    p.bias = BiasKind::full;
+    p.bias_dtype = BiasDtype::input;
     expect_close(p);
   }
   Problem p = make(1, 2, 2, 190, 250, 128);  // Bc=128: 32 keep bits a staging thread
   p.dropout = 0.2;
-  p.mask = MaskKind::query_key;
+  p.bias = BiasKind::query_key;
   expect_close(p, fwd90::Config{128, 3});
   p = make(1, 2, 2, 1000, 1000, 512, Dtype::fp16);
   p.dropout = 0.1;
-  p.mask = MaskKind::key;
+  p.bias = BiasKind::key;
   expect_close(p);
 }
 
@@ -161,7 +161,7 @@ TEST_CASE("sm90: the variant through AttnTensors passes the runner's FA3-rule ch
   Problem self = make(2, 8, 2, 333, 333, 512);
   self.causal = Causal::bottom_right;
   Problem cross = make(1, 16, 4, 5, 3000, 320);
-  cross.mask = MaskKind::key;
+  cross.bias = BiasKind::key;
   expect_forward_variant_passes(*v, {self, cross});
 }
 

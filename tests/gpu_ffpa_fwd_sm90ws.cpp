@@ -107,7 +107,7 @@ TEST_CASE("sm90ws: seesaw and lock-step", "[gpu]") {
     INFO("seesaw=" << seesaw);
     Problem p = make(1, 4, 2, 333, 517, 512);
     p.causal = Causal::bottom_right;
-    p.mask = MaskKind::key;
+    p.bias = BiasKind::key;
     p.dropout = 0.1;
     expect_close(p, fwd90ws::Config{16, 1, 0, seesaw});
     expect_close(make(2, 2, 1, 300, 700, 320, Dtype::fp16), fwd90ws::Config{16, 1, 0, seesaw});
@@ -134,7 +134,7 @@ TEST_CASE("sm90ws: D 520..1024, O split over two CTAs", "[gpu]") {
   }
   Problem p = make(2, 4, 2, 100, 130, 1024);
   p.dropout = 0.1;
-  p.mask = MaskKind::query_key;
+  p.bias = BiasKind::query_key;
   expect_close(p);
   for (int slots : {8, 10}) expect_close(make(1, 2, 2, 200, 390, 1024), fwd90ws::Config{slots, 1});
   expect_close(make(1, 2, 2, 200, 390, 768), fwd90ws::Config{8, 1, 1});
@@ -145,11 +145,11 @@ TEST_CASE("sm90ws: D 520..1024, O split over two CTAs", "[gpu]") {
 TEST_CASE("sm90ws: bias and dropout, D 320 and 512", "[gpu]") {
   if (!hopper()) return;
   for (int D : {320, 512})
-    for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
-      for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
+    for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full})
+      for (BiasDtype md : {BiasDtype::fp32, BiasDtype::input}) {
         Problem p = make(2, 4, 2, 90, 140, D);
-        p.mask = m;
-        p.mask_dtype = md;
+        p.bias = m;
+        p.bias_dtype = md;
         expect_close(p);
       }
   for (int D : {384, 512}) {
@@ -157,16 +157,16 @@ TEST_CASE("sm90ws: bias and dropout, D 320 and 512", "[gpu]") {
     p.dropout = 0.1;
     expect_close(p);
     p.causal = Causal::bottom_right;
-    p.mask = MaskKind::key;
+    p.bias = BiasKind::key;
     expect_close(p);
     p.causal = Causal::top_left;
-    p.mask = MaskKind::full;
-    p.mask_dtype = MaskDtype::input;
+    p.bias = BiasKind::full;
+    p.bias_dtype = BiasDtype::input;
     expect_close(p);
   }
   Problem p = make(1, 2, 2, 1000, 1000, 512, Dtype::fp16);
   p.dropout = 0.1;
-  p.mask = MaskKind::key;
+  p.bias = BiasKind::key;
   expect_close(p);
   expect_close(p, fwd90ws::Config{18, 2, 1});
 }
@@ -191,7 +191,7 @@ TEST_CASE("sm90ws: the variant through AttnTensors passes the runner's FA3-rule 
   Problem self = make(2, 8, 2, 333, 333, 512);
   self.causal = Causal::bottom_right;
   Problem cross = make(1, 16, 4, 130, 3000, 320);
-  cross.mask = MaskKind::key;
+  cross.bias = BiasKind::key;
   Problem drop = make(1, 4, 4, 500, 500, 512);
   drop.dropout = 0.1;
   expect_forward_variant_passes(*v, {self, cross, drop});
@@ -225,15 +225,15 @@ TEST_CASE("sm90ws forward timings", "[.][bench]") {
     bench("cross", make(1, 32, 32, 1024, N, D), fwd90ws::default_config(self));
     Problem drop = self;
     drop.dropout = 0.1;
-    Problem mask = self;
-    mask.mask = MaskKind::key;
-    mask.mask_dtype = MaskDtype::input;
+    Problem biased = self;
+    biased.bias = BiasKind::key;
+    biased.bias_dtype = BiasDtype::input;
     // Alternating, twice: neighbouring runs of one configuration differ by up to 15 % on the H200.
     for (int rep = 0; rep < 2; ++rep)
       for (int seesaw : {0, 1}) bench("seesaw", self, fwd90ws::Config{16, 1, 0, seesaw});
     for (int seesaw : {0, 1}) {
       bench("dropout", drop, fwd90ws::Config{16, 1, 0, seesaw});
-      bench("mask", mask, fwd90ws::Config{16, 1, 0, seesaw});
+      bench("bias", biased, fwd90ws::Config{16, 1, 0, seesaw});
     }
   }
 }

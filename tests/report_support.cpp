@@ -146,7 +146,7 @@ Results sample_results() {
   }
   {
     Row r = make_row("attn-mask", Pass::fwd, Dtype::fp16, self);
-    r.mask = MaskKind::key;
+    r.bias = BiasKind::key;
     Measurement f = timed(r, sm90, 12.9);
     f.status = Status::failed;
     f.reason = "wrong results";

@@ -122,18 +122,18 @@ TEST_CASE("default.json is the seed's eight cases", "[cases]") {
     const char* name;
     Shape shape;
     Causal causal;
-    MaskKind mask;
+    BiasKind bias;
     double dropout;
   };
   const Row rows[] = {
-      {"self-attn", {1, 32, 32, 8192, 8192, 512}, Causal::none, MaskKind::none, 0},
-      {"cross-attn", {1, 32, 32, 1024, 8192, 512}, Causal::none, MaskKind::none, 0},
-      {"decode-attn", {1, 32, 32, 1, 8192, 512}, Causal::none, MaskKind::none, 0},
-      {"gqa", {1, 32, 8, 8192, 8192, 512}, Causal::none, MaskKind::none, 0},
-      {"causal", {1, 32, 32, 8192, 8192, 512}, Causal::bottom_right, MaskKind::none, 0},
-      {"attn-mask", {1, 32, 32, 8192, 8192, 512}, Causal::none, MaskKind::key, 0},
-      {"dropout", {1, 32, 32, 8192, 8192, 512}, Causal::none, MaskKind::none, 0.1},
-      {"non-aligned", {1, 8, 8, 8191, 8191, 512}, Causal::none, MaskKind::none, 0},
+      {"self-attn", {1, 32, 32, 8192, 8192, 512}, Causal::none, BiasKind::none, 0},
+      {"cross-attn", {1, 32, 32, 1024, 8192, 512}, Causal::none, BiasKind::none, 0},
+      {"decode-attn", {1, 32, 32, 1, 8192, 512}, Causal::none, BiasKind::none, 0},
+      {"gqa", {1, 32, 8, 8192, 8192, 512}, Causal::none, BiasKind::none, 0},
+      {"causal", {1, 32, 32, 8192, 8192, 512}, Causal::bottom_right, BiasKind::none, 0},
+      {"attn-mask", {1, 32, 32, 8192, 8192, 512}, Causal::none, BiasKind::key, 0},
+      {"dropout", {1, 32, 32, 8192, 8192, 512}, Causal::none, BiasKind::none, 0.1},
+      {"non-aligned", {1, 8, 8, 8191, 8191, 512}, Causal::none, BiasKind::none, 0},
   };
   for (const Row& r : rows) {
     INFO(r.name);
@@ -145,25 +145,25 @@ TEST_CASE("default.json is the seed's eight cases", "[cases]") {
     CHECK(p.shape == r.shape);
     CHECK(p.dtype == Dtype::fp16);
     CHECK(p.causal == r.causal);
-    CHECK(p.mask == r.mask);
+    CHECK(p.bias == r.bias);
     CHECK(p.dropout == r.dropout);
     CHECK_FALSE(c->description.empty());
   }
-  const Problem mask = at_defaults(cf, "attn-mask");
-  CHECK(mask.mask_dtype == MaskDtype::fp32);
-  CHECK(mask.mask_scale == 0.25);
-  CHECK(mask.mask_elems() == 8192);  // [1,1,1,Nkv]
+  const Problem biased = at_defaults(cf, "attn-mask");
+  CHECK(biased.bias_dtype == BiasDtype::fp32);
+  CHECK(biased.bias_scale == 0.25);
+  CHECK(biased.bias_elems() == 8192);  // [1,1,1,Nkv]
 }
 
 TEST_CASE("smoke.json and long.json", "[cases]") {
   const CaseFile smoke = load_config("smoke.json");
-  std::set<MaskKind> masks;
+  std::set<BiasKind> biases;
   std::set<Causal> causal;
   bool dropout = false, gqa = false, decode = false;
   std::set<int64_t> dims;
   for (const CaseSpec& c : smoke.cases) {
     const Problem p = resolve_case(smoke, c, smoke.defaults, c.dtypes.front(), 0);
-    masks.insert(p.mask);
+    biases.insert(p.bias);
     causal.insert(p.causal);
     dropout = dropout || p.dropout > 0;
     gqa = gqa || p.shape.group() > 1;
@@ -175,7 +175,7 @@ TEST_CASE("smoke.json and long.json", "[cases]") {
   for (const char* kind : {"self-attn", "cross-attn", "decode-attn", "gqa", "causal", "attn-mask",
                            "dropout", "non-aligned"})
     CHECK(smoke.find(kind) != nullptr);
-  CHECK(masks.count(MaskKind::query_key) == 1);
+  CHECK(biases.count(BiasKind::query_key) == 1);
   CHECK(causal.count(Causal::top_left) == 1);
   CHECK((dropout && gqa && decode));
   CHECK(dims.size() >= 3);
@@ -204,7 +204,7 @@ TEST_CASE("case defaults: omitted fields follow the sweep variables", "[cases]")
   const Problem b = resolve_case(cf, cf.cases[1], p, Dtype::fp16, 7);
   CHECK(b.shape == Shape{3, 16, 4, 1000, 1000, 64});
   CHECK(a.causal == Causal::none);
-  CHECK(a.mask == MaskKind::none);
+  CHECK(a.bias == BiasKind::none);
   CHECK(a.dropout == 0);
 
   // Hkv defaults to Hq, whatever Hq is.
@@ -310,6 +310,36 @@ TEST_CASE("case field errors", "[cases]") {
   expect_error([](json& d) { d["cases"][0]["Nkv"] = "N*1000000"; }, "/cases/0/Nkv", "too large");
 }
 
+TEST_CASE("the keys renamed from mask to bias are refused with their new name", "[cases]") {
+  // Old spellings are bad input, named with the file and the JSON path, not silently ignored.
+  expect_error([](json& d) { d["cases"][1]["mask"] = "key"; }, "/cases/1/mask",
+               "renamed to \"bias\"");
+  expect_error(
+      [](json& d) {
+        d["cases"][0]["bias"] = "key";
+        d["cases"][0]["mask_dtype"] = "input";
+      },
+      "/cases/0/mask_dtype", "renamed to \"bias_dtype\"");
+  expect_error(
+      [](json& d) {
+        d["cases"][0]["bias"] = "key";
+        d["cases"][0]["mask_scale"] = 0.5;
+      },
+      "/cases/0/mask_scale", "renamed to \"bias_scale\"");
+  const InputError e = load_error([](json& d) { d["cases"][0]["mask"] = "full"; });
+  CHECK(std::string(e.what()) == "test.json: /cases/0/mask: renamed to \"bias\"");
+  // The new keys load.
+  json ok = kBase;
+  ok["cases"][1]["bias"] = "full";
+  ok["cases"][1]["bias_dtype"] = "input";
+  ok["cases"][1]["bias_scale"] = 0.5;
+  const CaseFile cf = parse_case_file(ok.dump(), "ok.json");
+  const Problem p = resolve_case(cf, cf.cases[1], cf.defaults, Dtype::bf16, 0);
+  CHECK(p.bias == BiasKind::full);
+  CHECK(p.bias_dtype == BiasDtype::input);
+  CHECK(p.bias_scale == 0.5);
+}
+
 TEST_CASE("problem validity errors", "[cases]") {
   expect_error([](json& d) { d["cases"][1]["Hkv"] = 5; }, "/cases/1/Hkv",
                "Hkv=5 does not divide Hq=32");
@@ -330,30 +360,30 @@ TEST_CASE("problem validity errors", "[cases]") {
                "unknown value \"bottom-right\" (valid: none, bottom_right, top_left)");
   expect_error([](json& d) { d["cases"][0]["causal"] = true; }, "/cases/0/causal",
                "expected a string, got boolean");
-  expect_error([](json& d) { d["cases"][0]["mask"] = "row"; }, "/cases/0/mask",
+  expect_error([](json& d) { d["cases"][0]["bias"] = "row"; }, "/cases/0/bias",
                "unknown value \"row\" (valid: none, key, query_key, full)");
   expect_error(
       [](json& d) {
-        d["cases"][0]["mask"] = "key";
-        d["cases"][0]["mask_dtype"] = "fp16";
+        d["cases"][0]["bias"] = "key";
+        d["cases"][0]["bias_dtype"] = "fp16";
       },
-      "/cases/0/mask_dtype", "unknown value \"fp16\" (valid: fp32, input)");
-  expect_error([](json& d) { d["cases"][0]["mask_dtype"] = "fp32"; }, "/cases/0/mask_dtype",
-               "given without a mask");
-  expect_error([](json& d) { d["cases"][0]["mask_scale"] = 0.5; }, "/cases/0/mask_scale",
-               "given without a mask");
+      "/cases/0/bias_dtype", "unknown value \"fp16\" (valid: fp32, input)");
+  expect_error([](json& d) { d["cases"][0]["bias_dtype"] = "fp32"; }, "/cases/0/bias_dtype",
+               "given without a bias");
+  expect_error([](json& d) { d["cases"][0]["bias_scale"] = 0.5; }, "/cases/0/bias_scale",
+               "given without a bias");
   expect_error(
       [](json& d) {
-        d["cases"][0]["mask"] = "key";
-        d["cases"][0]["mask_scale"] = -1;
+        d["cases"][0]["bias"] = "key";
+        d["cases"][0]["bias_scale"] = -1;
       },
-      "/cases/0/mask_scale", "must be >= 0");
+      "/cases/0/bias_scale", "must be >= 0");
   expect_error(
       [](json& d) {
-        d["cases"][0]["mask"] = "key";
-        d["cases"][0]["mask_scale"] = "0.25";
+        d["cases"][0]["bias"] = "key";
+        d["cases"][0]["bias_scale"] = "0.25";
       },
-      "/cases/0/mask_scale", "expected a number, got string");
+      "/cases/0/bias_scale", "expected a number, got string");
   expect_error([](json& d) { d["cases"][0]["dropout"] = 1.0; }, "/cases/0/dropout",
                "must be in [0, 1), got 1.0");
   expect_error([](json& d) { d["cases"][0]["dropout"] = -0.1; }, "/cases/0/dropout",
@@ -370,7 +400,7 @@ TEST_CASE("problem validity errors", "[cases]") {
       "/cases/0", "tensors too large");
   expect_error(
       [](json& d) {
-        d["cases"][0]["mask"] = "full";
+        d["cases"][0]["bias"] = "full";
         d["defaults"]["B"] = 64;
         d["defaults"]["N"] = 1 << 20;
       },
@@ -380,9 +410,9 @@ TEST_CASE("problem validity errors", "[cases]") {
   json ok = kBase;
   ok["cases"][0]["causal"] = "top_left";
   ok["cases"][0]["Nq"] = "N+1";  // top-left allows Nq > Nkv
-  ok["cases"][0]["mask"] = "query_key";
-  ok["cases"][0]["mask_dtype"] = "input";
-  ok["cases"][0]["mask_scale"] = 0;
+  ok["cases"][0]["bias"] = "query_key";
+  ok["cases"][0]["bias_dtype"] = "input";
+  ok["cases"][0]["bias_scale"] = 0;
   ok["cases"][0]["dropout"] = 0.999;
   ok["cases"][0]["D"] = 1024;
   ok["cases"][1]["D"] = 32;
@@ -390,9 +420,9 @@ TEST_CASE("problem validity errors", "[cases]") {
   const CaseFile cf = parse_case_file(ok.dump(), "ok.json");
   const Problem p = resolve_case(cf, cf.cases[0], cf.defaults, Dtype::bf16, 0);
   CHECK(p.causal == Causal::top_left);
-  CHECK(p.mask == MaskKind::query_key);
-  CHECK(p.mask_dtype == MaskDtype::input);
-  CHECK(p.mask_scale == 0);
+  CHECK(p.bias == BiasKind::query_key);
+  CHECK(p.bias_dtype == BiasDtype::input);
+  CHECK(p.bias_scale == 0);
   CHECK(p.dropout == 0.999);
 }
 

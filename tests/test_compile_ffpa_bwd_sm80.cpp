@@ -71,13 +71,13 @@ TEST_CASE("bwd defaults compile with every feature combination without spills",
   for (int D : {64, 320, 512, 1024})
     for (const char* arch : {"sm_80", "sm_90a"})
       for (Causal causal : {Causal::none, Causal::bottom_right, Causal::top_left})
-        for (MaskKind mask : {MaskKind::none, MaskKind::key, MaskKind::query_key, MaskKind::full})
-          for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input})
+        for (BiasKind bias : {BiasKind::none, BiasKind::key, BiasKind::query_key, BiasKind::full})
+          for (BiasDtype md : {BiasDtype::fp32, BiasDtype::input})
             for (double dropout : {0.0, 0.1}) {
-              if (mask == MaskKind::none && md == MaskDtype::input) continue;
+              if (bias == BiasKind::none && md == BiasDtype::input) continue;
               Problem p = compile_problem(D, causal);
-              p.mask = mask;
-              p.mask_dtype = md;
+              p.bias = bias;
+              p.bias_dtype = md;
               p.dropout = dropout;
               compile_clean(bwd::default_config(p), bwd::Features::of(p), arch);
             }
@@ -88,11 +88,11 @@ TEST_CASE("bwd register peak: D=512 and 1024 with bias, causal and dropout", "[n
   for (int D : {512, 1024})
     for (const char* arch : {"sm_80", "sm_90a"}) {
       Problem p = compile_problem(D, Causal::bottom_right);
-      p.mask = MaskKind::key;
+      p.bias = BiasKind::key;
       p.dropout = 0.1;
       compile_clean(bwd::default_config(p), bwd::Features::of(p), arch);
-      p.mask = MaskKind::full;
-      p.mask_dtype = MaskDtype::input;
+      p.bias = BiasKind::full;
+      p.bias_dtype = BiasDtype::input;
       p.causal = Causal::top_left;
       compile_clean(bwd::default_config(p), bwd::Features::of(p), arch);
     }

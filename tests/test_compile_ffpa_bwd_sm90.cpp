@@ -118,18 +118,18 @@ TEST_CASE("bwd90 dropout compiles clean", "[nvrtc][bwd90]") {
 TEST_CASE("bwd90 bias and dBias compile clean", "[nvrtc][bwd90]") {
   test::FreshCache cache;
   for (int D : {64, 320, 512})
-    for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full}) {
+    for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full}) {
       Problem p = compile_problem(D, Causal::bottom_right);
-      p.mask = m;
+      p.bias = m;
       const auto comp = compile_clean(bwd90::default_config(p), bwd::Features::of(p));
       WARN("D=" << D << " bias " << to_string(m) << ": "
                 << comp.info.at("ffpa_bwd_sm90_kernel").registers << " registers");
       p.dropout = 0.1;
-      p.mask_dtype = MaskDtype::input;
+      p.bias_dtype = BiasDtype::input;
       compile_clean(bwd90::default_config(p), bwd::Features::of(p));
     }
   Problem p = compile_problem(512);
-  p.mask = MaskKind::key;
+  p.bias = BiasKind::key;
   for (const bwd90::Config& c :
        {bwd90::Config{4}, bwd90::Config{2, 1}, bwd90::Config{2, 0, 1}, bwd90::Config{2, 0, 0, 2}})
     compile_clean(c, bwd::Features::of(p));
@@ -177,10 +177,10 @@ TEST_CASE("variant ffpa-bwd-sm90: grid file, support surface", "[bwd90]") {
     CHECK(v->supports(p, v->default_knobs(p), h200()).ok());
   }
   CHECK_THAT(v->supports(compile_problem(520)).reason, Catch::Contains("at most 512"));
-  for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full}) {
-    Problem mask = compile_problem(512);
-    mask.mask = m;
-    CHECK(v->supports(mask).ok());
+  for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full}) {
+    Problem biased = compile_problem(512);
+    biased.bias = m;
+    CHECK(v->supports(biased).ok());
   }
   Problem drop = compile_problem(512);
   drop.dropout = 0.1;

@@ -62,14 +62,14 @@ TEST_CASE("bwd90c dropout and every bias shape compile clean", "[nvrtc][bwd90c]"
       WARN("D=" << D << " dropout causal=" << to_string(causal) << ": "
                 << comp.info.at(kMain).registers << " registers");
     }
-    for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full}) {
+    for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full}) {
       Problem p = compile_problem(D, Causal::bottom_right);
-      p.mask = m;
+      p.bias = m;
       const auto comp = compile_clean(bwd90c::default_config(p), bwd::Features::of(p));
       WARN("D=" << D << " bias " << to_string(m) << ": " << comp.info.at(kMain).registers
                 << " registers");
       p.dropout = 0.1;
-      p.mask_dtype = MaskDtype::input;
+      p.bias_dtype = BiasDtype::input;
       compile_clean(bwd90c::default_config(p), bwd::Features::of(p));
     }
   }

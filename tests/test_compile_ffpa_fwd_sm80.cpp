@@ -74,14 +74,14 @@ TEST_CASE("default configurations compile for sm_80 and sm_90a without spills", 
   // them turned the default into "n/a" for that case.
   for (int D : {512, 1024})
     for (Causal causal : {Causal::none, Causal::bottom_right, Causal::top_left})
-      for (MaskKind mask : {MaskKind::none, MaskKind::key})
-        for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input})
+      for (BiasKind bias : {BiasKind::none, BiasKind::key})
+        for (BiasDtype md : {BiasDtype::fp32, BiasDtype::input})
           for (double dropout : {0.0, 0.1})
             for (bool split : {false, true}) {
-              if (mask == MaskKind::none && md == MaskDtype::input) continue;
+              if (bias == BiasKind::none && md == BiasDtype::input) continue;
               Problem p = compile_problem(D, causal);
-              p.mask = mask;
-              p.mask_dtype = md;
+              p.bias = bias;
+              p.bias_dtype = md;
               p.dropout = dropout;
               fwd::Features f = fwd::Features::of(p);
               f.split = split;

@@ -145,7 +145,7 @@ TEST_CASE("sm90 bias and dropout compile clean at D=512", "[nvrtc]") {
         for (int dropout : {0, 1}) {
           if (!bias && !key_bias) continue;
           Problem p = compile_problem(512);
-          p.mask = !bias ? MaskKind::none : key_bias ? MaskKind::key : MaskKind::full;
+          p.bias = !bias ? BiasKind::none : key_bias ? BiasKind::key : BiasKind::full;
           p.dropout = dropout ? 0.1 : 0.0;
           p.causal = causal == 0   ? Causal::none
                      : causal == 1 ? Causal::bottom_right
@@ -158,7 +158,7 @@ TEST_CASE("sm90 bias and dropout compile clean at D=512", "[nvrtc]") {
           CHECK_NOTHROW(fwd90::compile_for(p, fwd90::default_config(p), test::h200()));
         }
   Problem p = compile_problem(512);
-  p.mask = MaskKind::full;
+  p.bias = BiasKind::full;
   CHECK_THROWS_WITH(fwd90::compile_for(p, fwd90::Config{64, 4, 2}, test::h200()),
                     Catch::Contains("staged bias"));
 }

@@ -24,7 +24,7 @@ TEST_CASE("mangled configs load or raise InputError, nothing else", "[cases][fuz
 
   test::Mangler mangle(
       20261202, {"\"zz\": 1, ", "\"name\": \"dup\", ", "\"Hkv\": 3, ", "\"causal\": \"top_left\", ",
-                 "\"dropout\": 1, ", "\"mask_scale\": 0.5, ", "\"dtypes\": [], "});
+                 "\"dropout\": 1, ", "\"bias_scale\": 0.5, ", "\"dtypes\": [], "});
   int loaded = 0, rejected = 0, json_errors = 0;
   for (int i = 0; i < 4000; ++i) {
     const std::string text = mangle(original);

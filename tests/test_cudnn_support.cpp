@@ -26,11 +26,11 @@ Problem base() {
 
 TEST_CASE("graph key ignores what only changes the data", "[cudnn]") {
   Problem a = base(), b = base();
-  a.mask = b.mask = MaskKind::key;
+  a.bias = b.bias = BiasKind::key;
   a.dropout = b.dropout = 0.1;
   b.case_name = "other";
   b.seed = 12345;
-  b.mask_scale = 2.0;
+  b.bias_scale = 2.0;
   CHECK(cudnn::graph_key(a, Pass::fwd, false) == cudnn::graph_key(b, Pass::fwd, false));
   CHECK(cudnn::graph_key(a, Pass::bwd, true) == cudnn::graph_key(b, Pass::bwd, true));
 }
@@ -52,12 +52,12 @@ TEST_CASE("graph key separates every field that changes the graph", "[cudnn]") {
   with("D", [](Problem& q) { q.shape.D = 64; });
   with("causal br", [](Problem& q) { q.causal = Causal::bottom_right; });
   with("causal tl", [](Problem& q) { q.causal = Causal::top_left; });
-  with("key bias", [](Problem& q) { q.mask = MaskKind::key; });
-  with("qk bias", [](Problem& q) { q.mask = MaskKind::query_key; });
-  with("full bias", [](Problem& q) { q.mask = MaskKind::full; });
+  with("key bias", [](Problem& q) { q.bias = BiasKind::key; });
+  with("qk bias", [](Problem& q) { q.bias = BiasKind::query_key; });
+  with("full bias", [](Problem& q) { q.bias = BiasKind::full; });
   with("input-dtype bias", [](Problem& q) {
-    q.mask = MaskKind::key;
-    q.mask_dtype = MaskDtype::input;
+    q.bias = BiasKind::key;
+    q.bias_dtype = BiasDtype::input;
   });
   with("dropout", [](Problem& q) { q.dropout = 0.1; });
   with("other dropout", [](Problem& q) { q.dropout = 0.2; });
@@ -73,7 +73,7 @@ TEST_CASE("graph key separates every field that changes the graph", "[cudnn]") {
 TEST_CASE("dBias is part of the key only for a backward with a bias", "[cudnn]") {
   Problem p = base();
   CHECK(cudnn::graph_key(p, Pass::bwd, true) == cudnn::graph_key(p, Pass::bwd, false));
-  p.mask = MaskKind::query_key;
+  p.bias = BiasKind::query_key;
   CHECK(cudnn::graph_key(p, Pass::fwd, true) == cudnn::graph_key(p, Pass::fwd, false));
   CHECK(cudnn::graph_key(p, Pass::bwd, true) != cudnn::graph_key(p, Pass::bwd, false));
 }
@@ -81,11 +81,11 @@ TEST_CASE("dBias is part of the key only for a backward with a bias", "[cudnn]")
 TEST_CASE("bias dims follow the broadcast shape", "[cudnn]") {
   Problem p = base();
   using A = std::array<int64_t, 4>;
-  p.mask = MaskKind::key;
+  p.bias = BiasKind::key;
   CHECK(cudnn::bias_dims(p) == A{1, 1, 1, 300});
-  p.mask = MaskKind::query_key;
+  p.bias = BiasKind::query_key;
   CHECK(cudnn::bias_dims(p) == A{1, 1, 100, 300});
-  p.mask = MaskKind::full;
+  p.bias = BiasKind::full;
   CHECK(cudnn::bias_dims(p) == A{2, 8, 100, 300});
 }
 

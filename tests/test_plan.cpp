@@ -35,7 +35,7 @@ const char* kTwoCases = R"({
   "defaults": {"B": 1, "H": 8, "N": 256, "D": 64, "dtypes": ["fp16", "bf16"]},
   "cases": [
     {"name": "plain"},
-    {"name": "masked", "Hkv": "H/2", "Nq": "N-1", "mask": "query_key", "mask_dtype": "input",
+    {"name": "biased", "Hkv": "H/2", "Nq": "N-1", "bias": "query_key", "bias_dtype": "input",
      "causal": "bottom_right"}
   ]
 })";
@@ -121,7 +121,7 @@ TEST_CASE("plan order: sweep point, then case, then dtype, then fwd before bwd",
   const int64_t points[4][2] = {{256, 64}, {256, 128}, {512, 64}, {512, 128}};  // N outer, D inner
   size_t i = 0;
   for (const auto& [n, d] : points)
-    for (const char* name : {"plain", "masked"})
+    for (const char* name : {"plain", "biased"})
       for (Dtype dtype : {Dtype::fp16, Dtype::bf16})
         for (Pass pass : {Pass::fwd, Pass::bwd}) {
           INFO("item " << i);
@@ -145,10 +145,10 @@ TEST_CASE("plan selection: passes, cases, dtypes", "[plan]") {
   f.opts.fwd = false;
   f.opts.bwd = true;
   f.opts.dtypes = {Dtype::bf16};
-  f.opts.cases = {"masked", "plain"};  // command-line order wins
+  f.opts.cases = {"biased", "plain"};  // command-line order wins
   plan = make_plan(f.opts);
   REQUIRE(plan.items.size() == 2);
-  CHECK(plan.items[0].problem.case_name == "masked");
+  CHECK(plan.items[0].problem.case_name == "biased");
   CHECK(plan.items[1].problem.case_name == "plain");
   for (const PlanItem& item : plan.items) {
     CHECK(item.pass == Pass::bwd);
@@ -160,7 +160,7 @@ TEST_CASE("plan selection: passes, cases, dtypes", "[plan]") {
   CHECK(e.where() == "command line");
   CHECK(e.path() == "--case");
   CHECK_THAT(e.reason(), Catch::Contains("unknown case \"nope\""));
-  CHECK_THAT(e.reason(), Catch::Contains(": plain, masked)"));
+  CHECK_THAT(e.reason(), Catch::Contains(": plain, biased)"));
 }
 
 TEST_CASE("plan sweeps: B, H and forced Hkv, Nq, Nkv", "[plan]") {
@@ -192,7 +192,7 @@ TEST_CASE("plan sweeps: B, H and forced Hkv, Nq, Nkv", "[plan]") {
   f.opts.Nq = {400};
   const InputError causal = thrown([&] { make_plan(f.opts); });
   CHECK(causal.path() == "--Nq");
-  CHECK_THAT(causal.reason(), Catch::Contains("case \"masked\""));
+  CHECK_THAT(causal.reason(), Catch::Contains("case \"biased\""));
 }
 
 TEST_CASE("plan: sweep values the cases cannot take are blamed on their flags", "[plan]") {
@@ -205,7 +205,7 @@ TEST_CASE("plan: sweep values the cases cannot take are blamed on their flags", 
   CHECK_THAT(e.reason(), Catch::Contains(f.opts.config + " /cases/0/D"));
 
   f.opts.D.clear();
-  f.opts.H = {6};  // "masked" needs H/2 to divide... it does; and 6 heads are fine
+  f.opts.H = {6};  // "biased" needs H/2 to divide... it does; and 6 heads are fine
   CHECK(make_plan(f.opts).items.size() == 8);
   f.opts.H = {7};
   CHECK(thrown([&] { make_plan(f.opts); }).path() == "--H");
@@ -260,12 +260,12 @@ TEST_CASE("tensor bytes", "[plan]") {
   const int64_t q = 2 * 8 * 100 * 64 * 2, kv = 2 * 4 * 300 * 64 * 2, lse = 2 * 8 * 100 * 4;
   CHECK(tensor_bytes(p, Pass::fwd) == 2 * q + 2 * kv + lse);
   CHECK(tensor_bytes(p, Pass::bwd) == 4 * q + 4 * kv + lse);
-  p.mask = MaskKind::query_key;
+  p.bias = BiasKind::query_key;
   const int64_t bias32 = 100 * 300 * 4;
   CHECK(tensor_bytes(p, Pass::fwd) == 2 * q + 2 * kv + lse + bias32);
   CHECK(tensor_bytes(p, Pass::bwd) == 4 * q + 4 * kv + lse + 2 * bias32);
-  p.mask = MaskKind::full;
-  p.mask_dtype = MaskDtype::input;
+  p.bias = BiasKind::full;
+  p.bias_dtype = BiasDtype::input;
   CHECK(tensor_bytes(p, Pass::fwd) == 2 * q + 2 * kv + lse + 2 * 8 * 100 * 300 * 2);
   for (Pass pass : {Pass::fwd, Pass::bwd}) CHECK(tensor_bytes(p, pass) == p.io_bytes(pass));
 }

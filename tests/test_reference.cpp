@@ -62,7 +62,7 @@ HostAttnInputs random_inputs(const Problem& p, std::mt19937_64& rng) {
   in.q = randn(static_cast<size_t>(s.B * s.Hq * s.Nq * s.D), rng);
   in.k = randn(static_cast<size_t>(s.B * s.Hkv * s.Nkv * s.D), rng);
   in.v = randn(in.k.size(), rng);
-  in.bias = randn(static_cast<size_t>(p.mask_elems()), rng, 0.5);
+  in.bias = randn(static_cast<size_t>(p.bias_elems()), rng, 0.5);
   in.dout = randn(in.q.size(), rng);
   in.dropout_seed = 0x1234567890abcdefull;
   in.dropout_offset = 8;
@@ -180,10 +180,10 @@ TEST_CASE("CPU reference matches every oracle case", "[reference][oracle]") {
                  : causal == "bottom-right" ? Causal::bottom_right
                                             : Causal::top_left;
       REQUIRE((causal == "none" || causal == "bottom-right" || causal == "top-left"));
-      p.mask = bias == "none"   ? MaskKind::none
-               : bias == "key"  ? MaskKind::key
-               : bias == "full" ? MaskKind::query_key
-                                : MaskKind::full;
+      p.bias = bias == "none"   ? BiasKind::none
+               : bias == "key"  ? BiasKind::key
+               : bias == "full" ? BiasKind::query_key
+                                : BiasKind::full;
       REQUIRE((bias == "none" || bias == "key" || bias == "full" || bias == "bhqk"));
       CHECK(p.scale() == Approx(c["scale"].get<double>()).epsilon(1e-12));
       auto load = [&](const char* f) { return read_npy(root / name / (std::string(f) + ".npy")); };
@@ -192,9 +192,9 @@ TEST_CASE("CPU reference matches every oracle case", "[reference][oracle]") {
       in.k = widen(load("k").data);
       in.v = widen(load("v").data);
       in.dout = widen(load("do").data);
-      if (p.mask != MaskKind::none) {
+      if (p.bias != BiasKind::none) {
         const NpyArray b = load("bias");
-        CHECK(b.size() == p.mask_elems());
+        CHECK(b.size() == p.bias_elems());
         in.bias = widen(b.data);
       }
       const HostAttnOutputs out = cpu_attention(p, in);
@@ -205,7 +205,7 @@ TEST_CASE("CPU reference matches every oracle case", "[reference][oracle]") {
       CHECK(rel_err(out.dq, widen(load("dq").data)) <= tol);
       CHECK(rel_err(out.dk, widen(load("dk").data)) <= tol);
       CHECK(rel_err(out.dv, widen(load("dv").data)) <= tol);
-      if (p.mask != MaskKind::none) CHECK(rel_err(out.dbias, widen(load("dbias").data)) <= tol);
+      if (p.bias != BiasKind::none) CHECK(rel_err(out.dbias, widen(load("dbias").data)) <= tol);
     }
   }
 }
@@ -220,20 +220,20 @@ TEST_CASE("CPU reference gradients match finite differences", "[reference]") {
   {
     Problem p = problem(1, 4, 2, 5, 6, 8);  // GQA, dropout, per-query bias
     p.dropout = 0.3;
-    p.mask = MaskKind::query_key;
+    p.bias = BiasKind::query_key;
     cases.push_back({"gqa dropout query_key bias", p});
   }
   {
     Problem p = problem(2, 2, 1, 7, 4, 4);  // Nq > Nkv bottom-right: rows 0..2 see no key
     p.causal = Causal::bottom_right;
-    p.mask = MaskKind::full;
+    p.bias = BiasKind::full;
     p.dropout = 0.5;
     cases.push_back({"empty causal rows, full bias", p});
   }
   {
     Problem p = problem(1, 2, 2, 6, 9, 4);
     p.causal = Causal::top_left;
-    p.mask = MaskKind::key;
+    p.bias = BiasKind::key;
     cases.push_back({"top-left causal, key bias", p});
   }
   for (const Case& c : cases) {
@@ -304,14 +304,14 @@ TEST_CASE("unfused baseline: support answers and memory estimates", "[unfused]")
   Problem odd = problem(1, 32, 8, 8191, 8191, 512);
   CHECK(unfused_extra_bytes(odd, Pass::fwd) == int64_t{32} * 8191 * 8192 * 2 + ws);
   Problem kb = p;
-  kb.mask = MaskKind::key;
+  kb.bias = BiasKind::key;
   CHECK(unfused_extra_bytes(kb, Pass::bwd) == unfused_extra_bytes(p, Pass::bwd) + 8192 * 4);
   Problem qk = p;
-  qk.mask = MaskKind::query_key;
+  qk.bias = BiasKind::query_key;
   CHECK(unfused_extra_bytes(qk, Pass::bwd) ==
         unfused_extra_bytes(p, Pass::bwd) + int64_t{8192} * 8192 * 4);
   Problem full = p;
-  full.mask = MaskKind::full;
+  full.bias = BiasKind::full;
   CHECK(unfused_extra_bytes(full, Pass::bwd) == unfused_extra_bytes(p, Pass::bwd));
   // Decode: one query row per head.
   Problem dec = problem(1, 32, 32, 1, 8192, 512);

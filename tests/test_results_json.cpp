@@ -99,8 +99,8 @@ void require_same(const Results& a, const Results& b) {
     REQUIRE(r.dtype == s.dtype);
     REQUIRE(r.shape == s.shape);
     REQUIRE(r.causal == s.causal);
-    REQUIRE(r.mask == s.mask);
-    REQUIRE(r.mask_dtype == s.mask_dtype);
+    REQUIRE(r.bias == s.bias);
+    REQUIRE(r.bias_dtype == s.bias_dtype);
     REQUIRE(r.dropout == s.dropout);
     REQUIRE(r.flops == s.flops);
     REQUIRE(r.ffpa.has_value() == s.ffpa.has_value());
@@ -123,8 +123,8 @@ Results odd_results() {
   r.plan_index = -1;  // and a row that does not know its plan item or device
   r.device = {};
   r.causal = Causal::top_left;
-  r.mask = MaskKind::full;
-  r.mask_dtype = MaskDtype::input;
+  r.bias = BiasKind::full;
+  r.bias_dtype = BiasDtype::input;
   r.dropout = 0.1 + 0.2;
   r.flops = 1.0 / 3.0 * 1e15;
   Measurement& m = *r.ffpa;
@@ -159,6 +159,78 @@ TEST_CASE("results JSON round trip keeps every field exactly", "[json]") {
     require_same(res, back);
     REQUIRE(to_json(back).dump(2) == text);
   }
+}
+
+namespace {
+
+// `j` (a file of the current schema) as the previous schema wrote it: the bias was "mask".
+nlohmann::json as_mask_schema(nlohmann::json j) {
+  j["schema_version"] = kResultsSchemaVersionMaskKeys;
+  for (auto& row : j["rows"]) {
+    row["mask"] = row["bias"];
+    row["mask_dtype"] = row["bias_dtype"];
+    row.erase("bias");
+    row.erase("bias_dtype");
+  }
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("results JSON of the current schema says bias and round-trips", "[json]") {
+  REQUIRE(kResultsSchemaVersion == 2);
+  const Results res = odd_results();  // a full bias in the input dtype
+  const nlohmann::json j = to_json(res);
+  CHECK(j["schema_version"] == kResultsSchemaVersion);
+  CHECK(j["rows"][0]["bias"] == "full");
+  CHECK(j["rows"][0]["bias_dtype"] == "input");
+  CHECK_FALSE(j["rows"][0].contains("mask"));
+  CHECK_FALSE(j["rows"][0].contains("mask_dtype"));
+  test::TempDir dir;
+  const fs::path file = dir.path() / "new.json";
+  test::write_file(file, j.dump(1));
+  const Results back = load_results(file);
+  require_same(res, back);
+  REQUIRE(to_json(back) == j);
+}
+
+TEST_CASE("results JSON of the previous schema (mask keys) is read and upgraded", "[json]") {
+  const auto error_of = [](const nlohmann::json& j) {
+    const InputError e = test::thrown([&] { results_from_json(j, "run.json"); });
+    return e.path() + ": " + e.reason();
+  };
+  for (const Results& res : {test::sample_results(), odd_results()}) {
+    const nlohmann::json current = to_json(res);
+    const nlohmann::json old = as_mask_schema(current);
+    const Results back = results_from_json(old, "old.json");
+    CHECK(back.schema_version == kResultsSchemaVersion);  // upgraded in memory
+    require_same(res, back);
+    REQUIRE(to_json(back) == current);  // and written back in the current schema
+  }
+  // Each version has its own spelling: the other one is an unknown key.
+  nlohmann::json mixed = as_mask_schema(to_json(test::sample_results()));
+  mixed["schema_version"] = kResultsSchemaVersion;
+  CHECK(error_of(mixed) == "/rows/0/mask: unknown key");
+  mixed = to_json(test::sample_results());
+  mixed["schema_version"] = kResultsSchemaVersionMaskKeys;
+  CHECK(error_of(mixed) == "/rows/0/bias: unknown key");
+
+  // Every results file committed under results/ is of the previous version.
+  const fs::path committed = test::source_dir() / "results" / "h200" / "2026-12-03" /
+                             "default-tune" / "ffpa_NVIDIA_H200_results.json";
+  const nlohmann::json raw = nlohmann::json::parse(test::read_file(committed));
+  REQUIRE(raw["schema_version"] == kResultsSchemaVersionMaskKeys);
+  const Results loaded = load_results(committed);
+  REQUIRE(loaded.rows.size() == raw["rows"].size());
+  bool some_bias = false;
+  for (size_t i = 0; i < loaded.rows.size(); ++i) {
+    CHECK(to_string(loaded.rows[i].bias) == raw["rows"][i]["mask"].get<std::string>());
+    CHECK(to_string(loaded.rows[i].bias_dtype) == raw["rows"][i]["mask_dtype"].get<std::string>());
+    some_bias = some_bias || loaded.rows[i].bias != BiasKind::none;
+  }
+  CHECK(some_bias);  // its attn-mask rows carry a key bias
+  const Results again = results_from_json(to_json(loaded), "again.json");
+  require_same(loaded, again);
 }
 
 TEST_CASE("results JSON names the bad field", "[json]") {
@@ -200,6 +272,14 @@ TEST_CASE("results JSON names the bad field", "[json]") {
   j.erase("rows");  // the version is reported, not the first incompatible field
   REQUIRE(error_of(j) == "/schema_version: unsupported schema_version " +
                              std::to_string(kResultsSchemaVersion + 1) + " (this build reads " +
+                             std::to_string(kResultsSchemaVersion - 1) + " and " +
+                             std::to_string(kResultsSchemaVersion) + ")");
+  j = good;
+  j["schema_version"] = kResultsSchemaVersion - 2;  // only the previous version is read
+  j.erase("rows");
+  REQUIRE(error_of(j) == "/schema_version: unsupported schema_version " +
+                             std::to_string(kResultsSchemaVersion - 2) + " (this build reads " +
+                             std::to_string(kResultsSchemaVersion - 1) + " and " +
                              std::to_string(kResultsSchemaVersion) + ")");
 
   j = good;

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <future>
 
+#include <nlohmann/json.hpp>
+
 #include "core/build_info.hpp"
 #include "core/error.hpp"
 #include "core/file_lock.hpp"
@@ -45,7 +47,7 @@ Problem problem(int64_t nq, int64_t nkv) {
   p.shape = {1, 32, 8, nq, nkv, 512};
   p.dtype = Dtype::bf16;
   p.causal = Causal::bottom_right;
-  p.mask = MaskKind::key;
+  p.bias = BiasKind::key;
   return p;
 }
 
@@ -212,14 +214,14 @@ TEST_CASE("cache key: fields and equality", "[tuning]") {
   CHECK(k.gqa == 4);
   CHECK(k.bh == 32);
   CHECK(k.causal == Causal::bottom_right);
-  CHECK(k.mask == MaskKind::key);
+  CHECK(k.bias == BiasKind::key);
   CHECK_FALSE(k.dropout);
 
   // Same bucket: equal.
   CHECK(make_cache_key(dev, "v1", problem(8191, 8191), Pass::fwd) == k);
   Problem seeded = problem(8192, 8192);
   seeded.seed = 42;
-  seeded.mask_scale = 1.0;
+  seeded.bias_scale = 1.0;
   CHECK(make_cache_key(dev, "v1", seeded, Pass::fwd) == k);
 
   // Decode is its own class.
@@ -240,7 +242,7 @@ TEST_CASE("cache key: fields and equality", "[tuning]") {
   CHECK(differs([](Problem& p) { p.dtype = Dtype::fp16; }));
   CHECK(differs([](Problem& p) { p.shape.D = 320; }));
   CHECK(differs([](Problem& p) { p.causal = Causal::none; }));
-  CHECK(differs([](Problem& p) { p.mask = MaskKind::none; }));
+  CHECK(differs([](Problem& p) { p.bias = BiasKind::none; }));
   CHECK(differs([](Problem& p) { p.dropout = 0.1; }));
   CHECK(differs([](Problem& p) { p.shape.Hkv = 32; }));
   CHECK(differs([](Problem& p) { p.shape.B = 4; }));
@@ -325,6 +327,63 @@ TEST_CASE("cache: save and load round trip", "[tuning]") {
   CHECK_FALSE(c.find(a)->stored_at.empty());
   REQUIRE(c.find(b));
   CHECK(c.find(b)->knobs == Knobs{{"Bc", 128}});
+}
+
+TEST_CASE("cache: entries of the previous schema (key field \"mask\") are read and upgraded",
+          "[tuning]") {
+  REQUIRE(kTuningCacheSchema == 2);
+  test::TempDir dir;
+  const std::string path = (dir.path() / "t.json").string();
+  const CacheKey a = make_cache_key(device(), "v1", problem(8192, 8192), Pass::fwd);
+  const CacheKey b = make_cache_key(device(), "v1", problem(1, 4096), Pass::bwd);
+  REQUIRE(a.bias == BiasKind::key);
+  {
+    TuningCache c = TuningCache::load(path);
+    c.store(a, {{"Br", 64}}, 1.5);
+    c.save();
+  }
+  nlohmann::json doc = nlohmann::json::parse(test::read_file(path));
+  CHECK(doc["schema"] == kTuningCacheSchema);
+  REQUIRE(doc["entries"][0]["bias"] == "key");
+  CHECK_FALSE(doc["entries"][0].contains("mask"));
+  // The same entry as schema 1 wrote it.
+  doc["schema"] = kTuningCacheSchemaMaskKey;
+  doc["entries"][0]["mask"] = doc["entries"][0]["bias"];
+  doc["entries"][0].erase("bias");
+  const std::string old_text = doc.dump(1);
+  test::write_file(path, old_text);
+  {
+    TuningCache c = TuningCache::load(path);
+    CHECK(c.warning().empty());
+    CHECK(c.size() == 1);
+    REQUIRE(c.find(a));
+    CHECK(c.find(a)->knobs == Knobs{{"Br", 64}});
+    CHECK(c.find(a)->ms == 1.5);
+    c.store(b, {{"Bc", 128}}, 0.5);
+    c.save();
+  }
+  CHECK_FALSE(fs::exists(path + ".bad"));  // nothing was set aside
+  // Written back in the current schema, the old entry kept.
+  const nlohmann::json now = nlohmann::json::parse(test::read_file(path));
+  CHECK(now["schema"] == kTuningCacheSchema);
+  REQUIRE(now["entries"].size() == 2);
+  for (const auto& e : now["entries"]) {
+    CHECK(e.contains("bias"));
+    CHECK_FALSE(e.contains("mask"));
+  }
+  const TuningCache c = TuningCache::load(path);
+  CHECK(c.warning().empty());
+  CHECK(c.find(a));
+  CHECK(c.find(b));
+
+  // Each schema has its own spelling: "bias" under schema 1 is a malformed entry.
+  doc = nlohmann::json::parse(old_text);
+  doc["entries"][0]["bias"] = doc["entries"][0]["mask"];
+  doc["entries"][0].erase("mask");
+  test::write_file(path, doc.dump(1));
+  const TuningCache mixed = TuningCache::load(path);
+  CHECK(mixed.warning().find("/entries/0/mask: missing") != std::string::npos);
+  CHECK_FALSE(mixed.find(a));
 }
 
 TEST_CASE("cache: save keeps entries another process stored", "[tuning]") {

@@ -17,7 +17,7 @@ def uniform(seed, g):
     ctr = g >> 2
     r = philox([ctr & M32, ctr >> 32, 0, 0], seed & M32, seed >> 32)
     return r[g & 3] * 2.3283064e-10 + 2.3283064e-10 / 2
-def run(B, Hq, Hkv, Nq, Nkv, D, BR, BC, causal, mask, dropout, seed=3):
+def run(B, Hq, Hkv, Nq, Nkv, D, BR, BC, causal, bias_kind, dropout, seed=3):
     rnd = random.Random(seed)
     g = Hq // Hkv
     Q = [[[[rnd.gauss(0, 1) for _ in range(D)] for _ in range(Nq)] for _ in range(Hq)] for _ in range(B)]
@@ -26,10 +26,10 @@ def run(B, Hq, Hkv, Nq, Nkv, D, BR, BC, causal, mask, dropout, seed=3):
     V = [[[[rnd.gauss(0, 1) for _ in range(D)] for _ in range(Nkv)] for _ in range(Hkv)] for _ in range(B)]
     bias = {}
     def bidx(b, h, r, k):  # bias strides as AttnTensors sets them
-        if mask == 'key': return k
-        if mask == 'qk': return r * Nkv + k
+        if bias_kind == 'key': return k
+        if bias_kind == 'qk': return r * Nkv + k
         return ((b * Hq + h) * Nq + r) * Nkv + k
-    nb = {'none': 0, 'key': Nkv, 'qk': Nq * Nkv, 'full': B * Hq * Nq * Nkv}[mask]
+    nb = {'none': 0, 'key': Nkv, 'qk': Nq * Nkv, 'full': B * Hq * Nq * Nkv}[bias_kind]
     bias = [rnd.gauss(0, 0.25) for _ in range(nb)]
     scale = 1 / math.sqrt(D); sd, off = 0x1234abcd5678ef01, 12345
     keep_scale = 1 / (1 - dropout) if dropout > 0 else 1.0
@@ -107,9 +107,9 @@ def run(B, Hq, Hkv, Nq, Nkv, D, BR, BC, causal, mask, dropout, seed=3):
                             else:
                                 pd = p
                             ds = pd * dp - p * dl
-                            if nb and mask == 'key': colsum[c] += ds
-                            if nb and mask in ('qk', 'full') and r >= 0 and key < Nkv:
-                                if mask == 'qk': db_acc[r * Nkv + key] += ds
+                            if nb and bias_kind == 'key': colsum[c] += ds
+                            if nb and bias_kind in ('qk', 'full') and r >= 0 and key < Nkv:
+                                if bias_kind == 'qk': db_acc[r * Nkv + key] += ds
                                 else: db_full[bidx(b, hq, r, key)] = ds
                             for d in range(D):
                                 adv[c][d] += pd * ov[d]; adk[c][d] += ds * qv[d]
@@ -119,8 +119,8 @@ def run(B, Hq, Hkv, Nq, Nkv, D, BR, BC, causal, mask, dropout, seed=3):
                     if key >= Nkv: continue
                     for d in range(D):
                         dk[b][kvh][key][d] = adk[c][d] * scale; dv[b][kvh][key][d] = adv[c][d]
-                    if nb and mask == 'key': db_acc[key] += colsum[c]
-    db = db_full if mask == 'full' else db_acc
+                    if nb and bias_kind == 'key': db_acc[key] += colsum[c]
+    db = db_full if bias_kind == 'full' else db_acc
     err = 0.0
     for b in range(B):
         for h in range(Hq):
@@ -134,9 +134,9 @@ def run(B, Hq, Hkv, Nq, Nkv, D, BR, BC, causal, mask, dropout, seed=3):
     return err
 cases = []
 for causal in (0, 1, 2):
-    for mask in ('none', 'key', 'qk', 'full'):
+    for bias_kind in ('none', 'key', 'qk', 'full'):
         for dropout in (0.0, 0.3):
-            cases.append((2, 4, 2, 5, 7, 4, 4, 4, causal, mask, dropout))
+            cases.append((2, 4, 2, 5, 7, 4, 4, 4, causal, bias_kind, dropout))
 cases += [(1, 4, 1, 1, 9, 4, 16, 4, 1, 'key', 0.2), (2, 2, 2, 9, 3, 4, 4, 2, 1, 'full', 0.0),
           (1, 6, 2, 3, 11, 4, 4, 4, 2, 'qk', 0.5), (1, 2, 2, 7, 7, 4, 8, 4, 1, 'none', 0.0)]
 worst = 0

@@ -18,8 +18,8 @@ namespace {
 Elem input_elem(Dtype d) {
   return d == Dtype::bf16 ? Elem::bf16 : Elem::f16;
 }
-Elem mask_elem(const Problem& p) {
-  return p.mask_dtype == MaskDtype::fp32 ? Elem::f32 : input_elem(p.dtype);
+Elem bias_elem(const Problem& p) {
+  return p.bias_dtype == BiasDtype::fp32 ? Elem::f32 : input_elem(p.dtype);
 }
 
 // Score rows are padded to a multiple of 8 elements so each starts 16-byte aligned.
@@ -30,7 +30,7 @@ int64_t rows(const Problem& p) {
   return p.shape.B * p.shape.Hq * p.shape.Nq;
 }
 bool reduces_bias(const Problem& p) {
-  return p.mask == MaskKind::key || p.mask == MaskKind::query_key;
+  return p.bias == BiasKind::key || p.bias == BiasKind::query_key;
 }
 
 class UnfusedOp : public Op {
@@ -95,7 +95,7 @@ class UnfusedOp : public Op {
   }
 
   static int64_t acc_elems(const Problem& p) {
-    return (p.mask == MaskKind::key ? 1 : p.shape.Nq) * score_ld(p);
+    return (p.bias == BiasKind::key ? 1 : p.shape.Nq) * score_ld(p);
   }
 
  private:
@@ -137,7 +137,7 @@ class UnfusedOp : public Op {
     a.pd = pd;
     a.lse = lse;
     a.bias = f.bias;
-    a.bias_elem = mask_elem(p_);
+    a.bias_elem = bias_elem(p_);
     a.bias_b = f.bias_batch_stride;
     a.bias_h = f.bias_head_stride;
     a.bias_r = f.bias_row_stride;
@@ -162,8 +162,8 @@ class UnfusedOp : public Op {
     a.dout = t_.dout.get();
     a.D = static_cast<int>(s.D);
     a.drop = drop_;
-    a.dbias_full = p_.mask == MaskKind::full ? t_.dbias.get() : nullptr;
-    a.dbias_elem = mask_elem(p_);
+    a.dbias_full = p_.bias == BiasKind::full ? t_.dbias.get() : nullptr;
+    a.dbias_elem = bias_elem(p_);
     softmax_bwd(a, st);
     tn_->run(pd_ ? pd_.get() : s_.get(), t_.dout.get(), t_.dv.get(), 1.f, 0.f, st);
     pv_->run(ds_.get(), t_.k.get(), t_.dq.get(), scale, 0.f, st);
@@ -171,13 +171,13 @@ class UnfusedOp : public Op {
     if (!reduces_bias(p_)) return;
     const int64_t ld = geo_.ld;
     FFPA_CUDA(cudaMemsetAsync(acc_.get(), 0, acc_.bytes(), st));
-    if (p_.mask == MaskKind::key) {
+    if (p_.bias == BiasKind::key) {
       column_sums(ds_.get(), e, rows(p_), s.Nkv, ld, 0, 1, acc_.as<float>(), ld, st);
-      copy_rows(acc_.as<float>(), 1, s.Nkv, ld, t_.dbias.get(), mask_elem(p_), st);
+      copy_rows(acc_.as<float>(), 1, s.Nkv, ld, t_.dbias.get(), bias_elem(p_), st);
     } else {  // [B*Hq, Nq*ld] column sums add the heads
       const int64_t w = s.Nq * ld;
       column_sums(ds_.get(), e, s.B * s.Hq, w, w, 0, 1, acc_.as<float>(), w, st);
-      copy_rows(acc_.as<float>(), s.Nq, s.Nkv, ld, t_.dbias.get(), mask_elem(p_), st);
+      copy_rows(acc_.as<float>(), s.Nq, s.Nkv, ld, t_.dbias.get(), bias_elem(p_), st);
     }
   }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/files.hpp"
@@ -16,12 +17,15 @@ using json = nlohmann::ordered_json;
 
 // One dimension; larger values are typos, and keep every product below int64 in __int128 checks.
 constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
-// Elements of any one tensor (a full mask is B*Hq*Nq*Nkv): keeps byte counts far from overflow.
+// Elements of any one tensor (a full bias is B*Hq*Nq*Nkv): keeps byte counts far from overflow.
 constexpr __int128 kMaxElems = __int128{1} << 50;
 
 const char* const kCaseKeys[] = {"name", "description", "B",          "Hq",     "Hkv",
                                  "Nq",   "Nkv",         "D",          "dtypes", "causal",
-                                 "mask", "mask_dtype",  "mask_scale", "dropout"};
+                                 "bias", "bias_dtype",  "bias_scale", "dropout"};
+// Keys of earlier versions of the case format, refused with their new names.
+const std::pair<const char*, const char*> kRenamedCaseKeys[] = {
+    {"mask", "bias"}, {"mask_dtype", "bias_dtype"}, {"mask_scale", "bias_scale"}};
 const char* const kDefaultKeys[] = {"B", "H", "N", "D", "dtypes"};
 const char* const kTopKeys[] = {"defaults", "cases", "description"};
 
@@ -185,6 +189,9 @@ class Loader {
 
   CaseSpec one_case(const json& j, const std::string& path, const CaseFile& cf) const {
     if (!j.is_object()) fail(path, "expected an object, got " + json_type(j));
+    for (const auto& [old_key, new_key] : kRenamedCaseKeys)
+      if (j.contains(old_key))
+        fail(json_pointer(path, old_key), std::string("renamed to \"") + new_key + "\"");
     check_keys(j, path, std::begin(kCaseKeys), std::end(kCaseKeys));
     CaseSpec c;
     if (!j.contains("name")) fail(path + "/name", "missing");
@@ -214,19 +221,19 @@ class Loader {
     if (j.contains("causal"))
       c.causal = choice<Causal>(j["causal"], path + "/causal", parse_causal,
                                 "none, bottom_right, top_left");
-    if (j.contains("mask"))
-      c.mask = choice<MaskKind>(j["mask"], path + "/mask", parse_mask_kind,
+    if (j.contains("bias"))
+      c.bias = choice<BiasKind>(j["bias"], path + "/bias", parse_bias_kind,
                                 "none, key, query_key, full");
-    // Mask settings without a mask are almost certainly a mistake in the file.
-    if (j.contains("mask_dtype")) {
-      c.mask_dtype =
-          choice<MaskDtype>(j["mask_dtype"], path + "/mask_dtype", parse_mask_dtype, "fp32, input");
-      if (c.mask == MaskKind::none) fail(path + "/mask_dtype", "given without a mask");
+    // Bias settings without a bias are almost certainly a mistake in the file.
+    if (j.contains("bias_dtype")) {
+      c.bias_dtype =
+          choice<BiasDtype>(j["bias_dtype"], path + "/bias_dtype", parse_bias_dtype, "fp32, input");
+      if (c.bias == BiasKind::none) fail(path + "/bias_dtype", "given without a bias");
     }
-    if (j.contains("mask_scale")) {
-      c.mask_scale = number(j["mask_scale"], path + "/mask_scale");
-      if (c.mask_scale < 0) fail(path + "/mask_scale", "must be >= 0");
-      if (c.mask == MaskKind::none) fail(path + "/mask_scale", "given without a mask");
+    if (j.contains("bias_scale")) {
+      c.bias_scale = number(j["bias_scale"], path + "/bias_scale");
+      if (c.bias_scale < 0) fail(path + "/bias_scale", "must be >= 0");
+      if (c.bias == BiasKind::none) fail(path + "/bias_scale", "given without a bias");
     }
     if (j.contains("dropout")) {
       c.dropout = number(j["dropout"], path + "/dropout");
@@ -373,9 +380,9 @@ Problem resolve_case(const CaseFile& cf, const CaseSpec& c, const SweepPoint& p,
   pr.case_name = c.name;
   pr.dtype = dtype;
   pr.causal = c.causal;
-  pr.mask = c.mask;
-  pr.mask_dtype = c.mask_dtype;
-  pr.mask_scale = c.mask_scale;
+  pr.bias = c.bias;
+  pr.bias_dtype = c.bias_dtype;
+  pr.bias_scale = c.bias_scale;
   pr.dropout = c.dropout;
   pr.seed = case_seed(seed, c.name);
   Shape& s = pr.shape;
@@ -402,10 +409,10 @@ Problem resolve_case(const CaseFile& cf, const CaseSpec& c, const SweepPoint& p,
   }
   const __int128 q = __int128{s.B} * s.Hq * s.Nq * s.D;
   const __int128 kv = __int128{s.B} * s.Hkv * s.Nkv * s.D;
-  const __int128 mask = c.mask == MaskKind::full        ? __int128{s.B} * s.Hq * s.Nq * s.Nkv
-                        : c.mask == MaskKind::query_key ? __int128{s.Nq} * s.Nkv
+  const __int128 bias = c.bias == BiasKind::full        ? __int128{s.B} * s.Hq * s.Nq * s.Nkv
+                        : c.bias == BiasKind::query_key ? __int128{s.Nq} * s.Nkv
                                                         : __int128{s.Nkv};
-  if (q > kMaxElems || kv > kMaxElems || mask > kMaxElems)
+  if (q > kMaxElems || kv > kMaxElems || bias > kMaxElems)
     fail("", "tensors too large (more than 2^50 elements)");
   return pr;
 }

@@ -40,9 +40,9 @@ struct CaseSpec {
   SizeExpr B, Hq, Hkv, Nq, Nkv, D;
   std::vector<Dtype> dtypes;
   Causal causal = Causal::none;
-  MaskKind mask = MaskKind::none;
-  MaskDtype mask_dtype = MaskDtype::fp32;
-  double mask_scale = 0.25;
+  BiasKind bias = BiasKind::none;
+  BiasDtype bias_dtype = BiasDtype::fp32;
+  double bias_scale = 0.25;
   double dropout = 0.0;
   int index = 0;  // position in "cases", for JSON pointers in messages
 };

@@ -44,8 +44,8 @@ std::string shape_text(const Shape& s) {
 std::string features(const Problem& p) {
   std::string f;
   if (p.causal != Causal::none) f += "causal(" + to_string(p.causal) + ") ";
-  if (p.mask != MaskKind::none)
-    f += "bias(" + to_string(p.mask) + "," + to_string(p.mask_dtype) + ") ";
+  if (p.bias != BiasKind::none)
+    f += "bias(" + to_string(p.bias) + "," + to_string(p.bias_dtype) + ") ";
   if (p.dropout > 0) f += fmt::format("dropout({}) ", p.dropout);
   if (p.shape.Hq != p.shape.Hkv) f += fmt::format("gqa({}) ", p.shape.group());
   return f.empty() ? "-" : f.substr(0, f.size() - 1);

@@ -11,7 +11,10 @@
 
 namespace ffpa {
 
-constexpr int kResultsSchemaVersion = 1;
+// Version 2 renamed the rows' "mask" and "mask_dtype" to "bias" and "bias_dtype"; files of
+// version 1 (kResultsSchemaVersionMaskKeys) are still read.
+constexpr int kResultsSchemaVersion = 2;
+constexpr int kResultsSchemaVersionMaskKeys = kResultsSchemaVersion - 1;
 
 struct TimingStats {
   double median_ms = 0, mean_ms = 0, min_ms = 0, max_ms = 0, stdev_ms = 0;
@@ -79,8 +82,8 @@ struct Row {
   Dtype dtype = Dtype::bf16;
   Shape shape;
   Causal causal = Causal::none;
-  MaskKind mask = MaskKind::none;
-  MaskDtype mask_dtype = MaskDtype::fp32;
+  BiasKind bias = BiasKind::none;
+  BiasDtype bias_dtype = BiasDtype::fp32;
   double dropout = 0;
   double flops = 0;
   std::optional<Measurement> ffpa;       // best FFPA variant (absent when none is registered)
@@ -123,7 +126,7 @@ struct PlanInfo {
 };
 
 struct Results {
-  int schema_version = kResultsSchemaVersion;
+  int schema_version = kResultsSchemaVersion;  // loaded files are upgraded to it in memory
   std::string tool_version;
   Environment env;
   std::string timing_mode;       // "cold", "hot" or "profile" (one launch a row, --profile)

@@ -24,12 +24,12 @@ const std::pair<Dtype, const char*> kDtypes[] = {{Dtype::fp16, "fp16"}, {Dtype::
 const std::pair<Pass, const char*> kPasses[] = {{Pass::fwd, "fwd"}, {Pass::bwd, "bwd"}};
 const std::pair<Causal, const char*> kCausal[] = {
     {Causal::none, "none"}, {Causal::bottom_right, "bottom_right"}, {Causal::top_left, "top_left"}};
-const std::pair<MaskKind, const char*> kMasks[] = {{MaskKind::none, "none"},
-                                                   {MaskKind::key, "key"},
-                                                   {MaskKind::query_key, "query_key"},
-                                                   {MaskKind::full, "full"}};
-const std::pair<MaskDtype, const char*> kMaskDtypes[] = {{MaskDtype::fp32, "fp32"},
-                                                         {MaskDtype::input, "input"}};
+const std::pair<BiasKind, const char*> kBiasKinds[] = {{BiasKind::none, "none"},
+                                                       {BiasKind::key, "key"},
+                                                       {BiasKind::query_key, "query_key"},
+                                                       {BiasKind::full, "full"}};
+const std::pair<BiasDtype, const char*> kBiasDtypes[] = {{BiasDtype::fp32, "fp32"},
+                                                         {BiasDtype::input, "input"}};
 const std::pair<BaselineId, const char*> kBaselines[] = {{BaselineId::unfused, "unfused"},
                                                          {BaselineId::cudnn, "cudnn"}};
 
@@ -44,11 +44,11 @@ std::string to_string(Pass e) {
 std::string to_string(Causal e) {
   return name_of(kCausal, e);
 }
-std::string to_string(MaskKind e) {
-  return name_of(kMasks, e);
+std::string to_string(BiasKind e) {
+  return name_of(kBiasKinds, e);
 }
-std::string to_string(MaskDtype e) {
-  return name_of(kMaskDtypes, e);
+std::string to_string(BiasDtype e) {
+  return name_of(kBiasDtypes, e);
 }
 std::string to_string(BaselineId e) {
   return name_of(kBaselines, e);
@@ -63,11 +63,11 @@ std::optional<Pass> parse_pass(const std::string& s) {
 std::optional<Causal> parse_causal(const std::string& s) {
   return lookup(kCausal, s);
 }
-std::optional<MaskKind> parse_mask_kind(const std::string& s) {
-  return lookup(kMasks, s);
+std::optional<BiasKind> parse_bias_kind(const std::string& s) {
+  return lookup(kBiasKinds, s);
 }
-std::optional<MaskDtype> parse_mask_dtype(const std::string& s) {
-  return lookup(kMaskDtypes, s);
+std::optional<BiasDtype> parse_bias_dtype(const std::string& s) {
+  return lookup(kBiasDtypes, s);
 }
 std::optional<BaselineId> parse_baseline_id(const std::string& s) {
   return lookup(kBaselines, s);
@@ -112,15 +112,15 @@ double Problem::flops(Pass pass) const {
   return pass == Pass::fwd ? fwd : 2.5 * fwd;
 }
 
-int64_t Problem::mask_elems() const {
-  switch (mask) {
-    case MaskKind::none:
+int64_t Problem::bias_elems() const {
+  switch (bias) {
+    case BiasKind::none:
       return 0;
-    case MaskKind::key:
+    case BiasKind::key:
       return shape.Nkv;
-    case MaskKind::query_key:
+    case BiasKind::query_key:
       return shape.Nq * shape.Nkv;
-    case MaskKind::full:
+    case BiasKind::full:
       return shape.B * shape.Hq * shape.Nq * shape.Nkv;
   }
   return 0;
@@ -131,10 +131,10 @@ int64_t Problem::io_bytes(Pass pass) const {
   const int64_t q = shape.B * shape.Hq * shape.Nq * shape.D * e;
   const int64_t kv = shape.B * shape.Hkv * shape.Nkv * shape.D * e;
   const int64_t lse = shape.B * shape.Hq * shape.Nq * 4;
-  const int64_t mask_bytes = mask_elems() * (mask_dtype == MaskDtype::fp32 ? 4 : e);
-  if (pass == Pass::fwd) return 2 * q + 2 * kv + lse + mask_bytes;  // q, k, v in; o, lse out
+  const int64_t bias_bytes = bias_elems() * (bias_dtype == BiasDtype::fp32 ? 4 : e);
+  if (pass == Pass::fwd) return 2 * q + 2 * kv + lse + bias_bytes;  // q, k, v in; o, lse out
   // q, k, v, o, dO, lse in; dq, dk, dv (and dbias) out
-  return 3 * q + 2 * kv + lse + q + 2 * kv + 2 * mask_bytes;
+  return 3 * q + 2 * kv + lse + q + 2 * kv + 2 * bias_bytes;
 }
 
 std::optional<int64_t> knob(const Knobs& knobs, const std::string& name) {

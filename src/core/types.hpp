@@ -15,9 +15,9 @@ enum class Pass { fwd, bwd };
 enum class Causal { none, bottom_right, top_left };
 // Additive bias broadcast shapes: key = [1,1,1,Nkv], query_key = [1,1,Nq,Nkv], full =
 // [B,Hq,Nq,Nkv].
-enum class MaskKind { none, key, query_key, full };
+enum class BiasKind { none, key, query_key, full };
 // fp32, or the same dtype as q/k/v.
-enum class MaskDtype { fp32, input };
+enum class BiasDtype { fp32, input };
 // The baselines. A Baseline says which it is (Baseline::id) and is picked by it; the spelling
 // (to_string) is its impl name in results and reports.
 enum class BaselineId { unfused, cudnn };
@@ -25,16 +25,16 @@ enum class BaselineId { unfused, cudnn };
 std::string to_string(Dtype);
 std::string to_string(Pass);
 std::string to_string(Causal);
-std::string to_string(MaskKind);
-std::string to_string(MaskDtype);
+std::string to_string(BiasKind);
+std::string to_string(BiasDtype);
 std::string to_string(BaselineId);
 
 // Parsers return nullopt for an unknown spelling; callers turn that into an InputError.
 std::optional<Dtype> parse_dtype(const std::string&);
 std::optional<Pass> parse_pass(const std::string&);
 std::optional<Causal> parse_causal(const std::string&);
-std::optional<MaskKind> parse_mask_kind(const std::string&);
-std::optional<MaskDtype> parse_mask_dtype(const std::string&);
+std::optional<BiasKind> parse_bias_kind(const std::string&);
+std::optional<BiasDtype> parse_bias_dtype(const std::string&);
 std::optional<BaselineId> parse_baseline_id(const std::string&);
 
 int dtype_bytes(Dtype);
@@ -68,9 +68,9 @@ struct Problem {
   Shape shape;
   Dtype dtype = Dtype::bf16;
   Causal causal = Causal::none;
-  MaskKind mask = MaskKind::none;
-  MaskDtype mask_dtype = MaskDtype::fp32;
-  double mask_scale = 0.25;  // bias values are randn * mask_scale
+  BiasKind bias = BiasKind::none;
+  BiasDtype bias_dtype = BiasDtype::fp32;
+  double bias_scale = 0.25;  // bias values are randn * bias_scale
   double dropout = 0.0;
   uint64_t seed = 0;  // input data and dropout seed
 
@@ -81,8 +81,8 @@ struct Problem {
   double flops(Pass) const;
   // Bytes of the tensors a kernel must touch at least once (inputs + outputs) for the pass.
   int64_t io_bytes(Pass) const;
-  // Number of elements in the mask tensor (0 without a mask).
-  int64_t mask_elems() const;
+  // Number of elements in the bias tensor (0 without a bias).
+  int64_t bias_elems() const;
 };
 
 // A tuning grid point or a variant's configuration: knob name -> value, ordered for stable keys.

@@ -118,7 +118,7 @@ int64_t tensor_bytes(const Problem& p, Pass pass) {
   const int64_t q = s.B * s.Hq * s.Nq * s.D * e;     // q, o, dO, dq
   const int64_t kv = s.B * s.Hkv * s.Nkv * s.D * e;  // k, v, dk, dv
   const int64_t lse = s.B * s.Hq * s.Nq * 4;
-  const int64_t bias = p.mask_elems() * (p.mask_dtype == MaskDtype::fp32 ? 4 : e);  // bias, dbias
+  const int64_t bias = p.bias_elems() * (p.bias_dtype == BiasDtype::fp32 ? 4 : e);  // bias, dbias
   const int64_t fwd = 2 * q + 2 * kv + lse + bias;
   return pass == Pass::fwd ? fwd : fwd + 2 * q + 2 * kv + bias;
 }

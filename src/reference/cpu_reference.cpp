@@ -10,14 +10,14 @@ namespace ffpa {
 
 int64_t bias_index(const Problem& p, int64_t b, int64_t h, int64_t i, int64_t j) {
   const Shape& s = p.shape;
-  switch (p.mask) {
-    case MaskKind::none:
+  switch (p.bias) {
+    case BiasKind::none:
       return -1;
-    case MaskKind::key:
+    case BiasKind::key:
       return j;
-    case MaskKind::query_key:
+    case BiasKind::query_key:
       return i * s.Nkv + j;
-    case MaskKind::full:
+    case BiasKind::full:
       return ((b * s.Hq + h) * s.Nq + i) * s.Nkv + j;
   }
   return -1;
@@ -50,7 +50,7 @@ HostAttnOutputs cpu_attention(const Problem& p, const HostAttnInputs& in) {
     out.dq.assign(out.o.size(), 0.0);
     out.dk.assign(static_cast<size_t>(s.B * s.Hkv * s.Nkv * D), 0.0);
     out.dv.assign(out.dk.size(), 0.0);
-    out.dbias.assign(static_cast<size_t>(p.mask_elems()), 0.0);
+    out.dbias.assign(static_cast<size_t>(p.bias_elems()), 0.0);
   }
   std::vector<double> sc(static_cast<size_t>(s.Nkv)), pr(sc.size()), mult(sc.size());
   for (int64_t b = 0; b < s.B; ++b)
@@ -72,7 +72,7 @@ HostAttnOutputs cpu_attention(const Problem& p, const HostAttnInputs& in) {
           double acc = 0;
           for (int64_t d = 0; d < D; ++d) acc += Q[d] * K[j * D + d];
           acc *= scale;
-          if (p.mask != MaskKind::none) acc += in.bias[bias_index(p, b, h, i, j)];
+          if (p.bias != BiasKind::none) acc += in.bias[bias_index(p, b, h, i, j)];
           sc[j] = acc;
           m = std::max(m, acc);
         }
@@ -106,7 +106,7 @@ HostAttnOutputs cpu_attention(const Problem& p, const HostAttnInputs& in) {
             dK[j * D + d] += scale * ds * Q[d];
             dV[j * D + d] += w * dO[d];
           }
-          if (p.mask != MaskKind::none) out.dbias[bias_index(p, b, h, i, j)] += ds;
+          if (p.bias != BiasKind::none) out.dbias[bias_index(p, b, h, i, j)] += ds;
         }
       }
     }

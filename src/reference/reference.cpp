@@ -16,8 +16,8 @@ constexpr int64_t kChunkBytes = int64_t{1} << 30;  // per score buffer
 Elem input_elem(Dtype d) {
   return d == Dtype::bf16 ? Elem::bf16 : Elem::f16;
 }
-Elem mask_elem(const Problem& p) {
-  return p.mask_dtype == MaskDtype::fp32 ? Elem::f32 : input_elem(p.dtype);
+Elem bias_elem(const Problem& p) {
+  return p.bias_dtype == BiasDtype::fp32 ? Elem::f32 : input_elem(p.dtype);
 }
 int64_t round_up(int64_t x, int64_t m) {
   return (x + m - 1) / m * m;
@@ -70,8 +70,8 @@ void run_pipeline(const AttnTensors& t, Pass pass, const Pipe& P, cudaStream_t s
   const float scale = static_cast<float>(p.scale());
   gpu::DeviceBuffer ws(kGemmWorkspaceBytes), S(R * ld * es), Pd(drop ? R * ld * es : 0),
       dS(bwd ? R * ld * es : 0);
-  const bool reduce_bias = bwd && (p.mask == MaskKind::key || p.mask == MaskKind::query_key);
-  const int64_t acc_rows = p.mask == MaskKind::key ? 1 : s.Nq;
+  const bool reduce_bias = bwd && (p.bias == BiasKind::key || p.bias == BiasKind::query_key);
+  const int64_t acc_rows = p.bias == BiasKind::key ? 1 : s.Nq;
   gpu::DeviceBuffer acc(reduce_bias ? acc_rows * ld * 4 : 0);
   if (reduce_bias) FFPA_CUDA(cudaMemsetAsync(acc.get(), 0, acc.bytes(), st));
 
@@ -97,7 +97,7 @@ void run_pipeline(const AttnTensors& t, Pass pass, const Pipe& P, cudaStream_t s
         fa.pd = drop ? Pd.get() : nullptr;
         fa.lse = P.lse;
         fa.bias = f.bias;
-        fa.bias_elem = mask_elem(p);
+        fa.bias_elem = bias_elem(p);
         fa.bias_b = f.bias_batch_stride;
         fa.bias_h = f.bias_head_stride;
         fa.bias_r = f.bias_row_stride;
@@ -120,8 +120,8 @@ void run_pipeline(const AttnTensors& t, Pass pass, const Pipe& P, cudaStream_t s
         ba.dout = P.dout;
         ba.D = static_cast<int>(D);
         ba.drop = dr;
-        ba.dbias_full = p.mask == MaskKind::full ? P.dbias : nullptr;
-        ba.dbias_elem = e == Elem::f32 ? Elem::f32 : mask_elem(p);
+        ba.dbias_full = p.bias == BiasKind::full ? P.dbias : nullptr;
+        ba.dbias_elem = e == Elem::f32 ? Elem::f32 : bias_elem(p);
         softmax_bwd(ba, st);
         const float beta = r0 > 0 ? 1.f : 0.f;
         gemm(e, e, rc, D, s.Nkv, false, false, dS.get(), ld, at(P.k, kv0, e), D,
@@ -131,13 +131,13 @@ void run_pipeline(const AttnTensors& t, Pass pass, const Pipe& P, cudaStream_t s
         gemm(e, e, s.Nkv, D, rc, true, false, probs, ld, at(P.dout, row0 * D, e), D,
              at(P.dv, kv0, e), D, 1.f, beta, ws.get(), st);
         if (reduce_bias)
-          column_sums(dS.get(), e, rc, s.Nkv, ld, row0, p.mask == MaskKind::key ? 1 : s.Nq,
+          column_sums(dS.get(), e, rc, s.Nkv, ld, row0, p.bias == BiasKind::key ? 1 : s.Nq,
                       acc.as<float>(), ld, st);
       }
     }
   if (reduce_bias)
     copy_rows(acc.as<float>(), acc_rows, s.Nkv, ld, P.dbias,
-              e == Elem::f32 ? Elem::f32 : mask_elem(p), st);
+              e == Elem::f32 ? Elem::f32 : bias_elem(p), st);
   FFPA_CUDA(cudaStreamSynchronize(st));
 }
 
@@ -176,8 +176,8 @@ std::vector<Named> outputs(const AttnTensors& t, const Reference* r, Pass pass) 
   std::vector<Named> v = {{"dq", &t.dq, e, ref(&Reference::dq), t.q_elems()},
                           {"dk", &t.dk, e, ref(&Reference::dk), t.kv_elems()},
                           {"dv", &t.dv, e, ref(&Reference::dv), t.kv_elems()}};
-  if (p.mask != MaskKind::none)
-    v.push_back({"dbias", &t.dbias, mask_elem(p), ref(&Reference::dbias), p.mask_elems()});
+  if (p.bias != BiasKind::none)
+    v.push_back({"dbias", &t.dbias, bias_elem(p), ref(&Reference::dbias), p.bias_elems()});
   return v;
 }
 
@@ -185,9 +185,9 @@ std::vector<Named> outputs(const AttnTensors& t, const Reference* r, Pass pass) 
 
 Reference compute_reference(const AttnTensors& t, Pass pass) {
   const Problem& p = t.problem;
-  const Elem e = input_elem(p.dtype), me = mask_elem(p);
+  const Elem e = input_elem(p.dtype), me = bias_elem(p);
   const bool bwd = pass == Pass::bwd;
-  const int64_t nq = t.q_elems(), nkv = t.kv_elems(), nl = t.lse_elems(), nb = p.mask_elems();
+  const int64_t nq = t.q_elems(), nkv = t.kv_elems(), nl = t.lse_elems(), nb = p.bias_elems();
   Reference r;
   r.pass = pass;
   r.o = gpu::DeviceBuffer(nq * 4);

@@ -25,7 +25,7 @@ struct Reference {
 // Runs both references on the tensors' inputs (and dout for bwd). Throws RunError on failure.
 Reference compute_reference(const AttnTensors&, Pass);
 
-// o and lse for the forward; dq, dk, dv (and dbias with a mask) for the backward.
+// o and lse for the forward; dq, dk, dv (and dbias with a bias) for the backward.
 std::vector<TensorCheck> check_outputs(const AttnTensors&, const Reference&, Pass);
 
 // Without a reference (--no-check): counts each output's NaN and infinite elements, so that

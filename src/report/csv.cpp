@@ -60,8 +60,8 @@ std::string render_csv(const Results& res) {
                                    "Nkv",
                                    "D",
                                    "causal",
-                                   "mask",
-                                   "mask_dtype",
+                                   "bias",
+                                   "bias_dtype",
                                    "dropout",
                                    "flops",
                                    "impl",
@@ -91,7 +91,7 @@ std::string render_csv(const Results& res) {
     const std::vector<std::string> lead = {
         r.case_name,          to_string(r.pass),     to_string(r.dtype),   std::to_string(s.B),
         std::to_string(s.Hq), std::to_string(s.Hkv), std::to_string(s.Nq), std::to_string(s.Nkv),
-        std::to_string(s.D),  to_string(r.causal),   to_string(r.mask),    to_string(r.mask_dtype),
+        std::to_string(s.D),  to_string(r.causal),   to_string(r.bias),    to_string(r.bias_dtype),
         num(r.dropout),       num(r.flops)};
     // "host/cuda:N", empty when the file does not say (older files).
     const std::string device =

@@ -198,8 +198,8 @@ std::string details(const std::vector<Row>& rows, const ShapeSummary& t) {
   for (const auto& r : rows) {
     std::string label = fmt::format("{} {} {} {}/{}", row_label(r, t), to_string(r.pass),
                                     to_string(r.dtype), r.shape.Nq, r.shape.Nkv);
-    if (r.mask != MaskKind::none)
-      label += fmt::format(", bias {} {}", to_string(r.mask), to_string(r.mask_dtype));
+    if (r.bias != BiasKind::none)
+      label += fmt::format(", bias {} {}", to_string(r.bias), to_string(r.bias_dtype));
     if (r.dropout > 0) label += fmt::format(", dropout {}", r.dropout);
     std::vector<const Measurement*> ms;
     if (r.ffpa) ms.push_back(&*r.ffpa);

@@ -81,8 +81,8 @@ json to_json(const Row& r) {
           {"shape",
            {{"B", s.B}, {"Hq", s.Hq}, {"Hkv", s.Hkv}, {"Nq", s.Nq}, {"Nkv", s.Nkv}, {"D", s.D}}},
           {"causal", to_string(r.causal)},
-          {"mask", to_string(r.mask)},
-          {"mask_dtype", to_string(r.mask_dtype)},
+          {"bias", to_string(r.bias)},
+          {"bias_dtype", to_string(r.bias_dtype)},
           {"dropout", num(r.dropout)},
           {"flops", num(r.flops)},
           {"ffpa", r.ffpa ? to_json(*r.ffpa) : json(nullptr)},
@@ -289,9 +289,14 @@ Measurement measurement_from(const Reader& r) {
   return m;
 }
 
-Row row_from(const Reader& r) {
-  r.only({"plan_index", "device", "case", "pass", "dtype", "shape", "causal", "mask", "mask_dtype",
-          "dropout", "flops", "ffpa", "ffpa_others", "baselines"});
+// `version` is the file's schema_version: kResultsSchemaVersionMaskKeys spelled the bias
+// "mask" and "mask_dtype"; the current schema spells it "bias" and "bias_dtype".
+Row row_from(const Reader& r, int version) {
+  const bool old_keys = version == kResultsSchemaVersionMaskKeys;
+  const char* const bias_key = old_keys ? "mask" : "bias";
+  const char* const bias_dtype_key = old_keys ? "mask_dtype" : "bias_dtype";
+  r.only({"plan_index", "device", "case", "pass", "dtype", "shape", "causal", bias_key,
+          bias_dtype_key, "dropout", "flops", "ffpa", "ffpa_others", "baselines"});
   Row row;
   // Both absent in files written before shards and worker pools; -1 stands for "not known".
   if (r.has("plan_index")) {
@@ -311,8 +316,8 @@ Row row_from(const Reader& r) {
   s.only({"B", "Hq", "Hkv", "Nq", "Nkv", "D"});
   row.shape = {s.i64("B"), s.i64("Hq"), s.i64("Hkv"), s.i64("Nq"), s.i64("Nkv"), s.i64("D")};
   row.causal = r.enumeration("causal", parse_causal);
-  row.mask = r.enumeration("mask", parse_mask_kind);
-  row.mask_dtype = r.enumeration("mask_dtype", parse_mask_dtype);
+  row.bias = r.enumeration(bias_key, parse_bias_kind);
+  row.bias_dtype = r.enumeration(bias_dtype_key, parse_bias_dtype);
   row.dropout = r.dbl("dropout");
   row.flops = r.dbl("flops");
   const json& ffpa = r.at("ffpa");
@@ -391,7 +396,8 @@ PlanInfo plan_from(const Reader& r) {
 nlohmann::json to_json(const Results& res) {
   json rows = json::array();
   for (const auto& r : res.rows) rows.push_back(to_json(r));
-  return {{"schema_version", res.schema_version},
+  // Always the current schema: the keys below are its keys, whatever version a file read back had.
+  return {{"schema_version", kResultsSchemaVersion},
           {"tool_version", res.tool_version},
           {"complete", res.complete},
           {"timing_mode", res.timing_mode},
@@ -405,7 +411,7 @@ nlohmann::json row_to_json(const Row& r) {
 }
 
 Row row_from_json(const nlohmann::json& j, const std::string& where) {
-  return row_from(Reader(j, "", where));
+  return row_from(Reader(j, "", where), kResultsSchemaVersion);
 }
 
 nlohmann::json env_to_json(const Environment& e) {
@@ -421,11 +427,14 @@ Results results_from_json(const nlohmann::json& j, const std::string& file) {
   Results res;
   // The version is checked before anything else so a newer file fails on its version, not on
   // whichever field changed.
-  res.schema_version = r.i32("schema_version");
-  if (res.schema_version != kResultsSchemaVersion)
-    r.fail("/schema_version", "unsupported schema_version " + std::to_string(res.schema_version) +
-                                  " (this build reads " + std::to_string(kResultsSchemaVersion) +
-                                  ")");
+  // Files of the previous version (the bias spelled "mask") are read too, and upgraded in memory.
+  const int version = r.i32("schema_version");
+  if (version != kResultsSchemaVersion && version != kResultsSchemaVersionMaskKeys)
+    r.fail("/schema_version", "unsupported schema_version " + std::to_string(version) +
+                                  " (this build reads " +
+                                  std::to_string(kResultsSchemaVersionMaskKeys) + " and " +
+                                  std::to_string(kResultsSchemaVersion) + ")");
+  res.schema_version = kResultsSchemaVersion;
   r.only({"schema_version", "tool_version", "complete", "timing_mode", "env", "plan", "rows"});
   res.tool_version = r.str("tool_version");
   res.complete = r.boolean("complete");
@@ -434,7 +443,7 @@ Results results_from_json(const nlohmann::json& j, const std::string& file) {
   if (r.has("plan") && !r.at("plan").is_null()) res.plan = plan_from(r.object("plan"));
   const json& rows = r.array("rows");
   for (size_t i = 0; i < rows.size(); ++i)
-    res.rows.push_back(row_from(Reader(rows[i], "/rows/" + std::to_string(i), file)));
+    res.rows.push_back(row_from(Reader(rows[i], "/rows/" + std::to_string(i), file), version));
   return res;
 }
 

@@ -1,15 +1,16 @@
 // Results <-> JSON (the run's machine-readable record; compare and report read it back).
 //
-// Schema (schema_version 1): {"schema_version", "tool_version", "complete", "timing_mode",
-// "env": {...}, "plan": {"config", "config_hash", "flags", "total", "shard", "shards", "items"}
-// | null, "rows": [{"plan_index", "device": {"host", "index"}, "case", "pass", "dtype", "shape":
-// {B,Hq,Hkv,Nq,Nkv,D}, "causal", "mask", "mask_dtype", "dropout", "flops", "ffpa": Measurement |
-// null, "baselines": [...]}]}. Every field is written and every field is required on reading
-// (plan, plan_index, device, trials and ffpa_others may be absent in older files); unknown and
-// duplicate keys are refused, and so is an ok measurement without a positive, finite median and
-// finite spread, or a check that passes with NaN/Inf.
-// Knobs are written as [[name, value], ...] to keep their order. Doubles round-trip exactly;
-// NaN and infinities (possible in error figures) are written as the strings "nan", "inf", "-inf".
+// Schema (schema_version 2; version 1 is read too, with "mask" and "mask_dtype" for "bias" and
+// "bias_dtype"; a loaded file is upgraded to the current version in memory): {"schema_version",
+// "tool_version", "complete", "timing_mode", "env": {...}, "plan": {"config", "config_hash",
+// "flags", "total", "shard", "shards", "items"} | null, "rows": [{"plan_index", "device": {"host",
+// "index"}, "case", "pass", "dtype", "shape": {B,Hq,Hkv,Nq,Nkv,D}, "causal", "bias", "bias_dtype",
+// "dropout", "flops", "ffpa": Measurement | null, "baselines": [...]}]}. Every field is written and
+// every field is required on reading (plan, plan_index, device, trials and ffpa_others may be
+// absent in older files); unknown and duplicate keys are refused, and so is an ok measurement
+// without a positive, finite median and finite spread, or a check that passes with NaN/Inf. Knobs
+// are written as [[name, value], ...] to keep their order. Doubles round-trip exactly; NaN and
+// infinities (possible in error figures) are written as the strings "nan", "inf", "-inf".
 #pragma once
 
 #include <filesystem>

@@ -378,8 +378,8 @@ Row make_row(const PlanItem& item) {
   r.dtype = p.dtype;
   r.shape = p.shape;
   r.causal = p.causal;
-  r.mask = p.mask;
-  r.mask_dtype = p.mask_dtype;
+  r.bias = p.bias;
+  r.bias_dtype = p.bias_dtype;
   r.dropout = p.dropout;
   r.flops = item.flops;
   return r;

@@ -31,20 +31,20 @@ std::string save_tensors(const std::string& dir, const AttnTensors& t, Pass pass
     if (ec) throw RunError("--save-tensors: cannot create " + d.string() + ": " + ec.message());
   }
   const Elem in = p.dtype == Dtype::bf16 ? Elem::bf16 : Elem::f16;
-  const Elem mask_elem = p.mask_dtype == MaskDtype::fp32 ? Elem::f32 : in;
+  const Elem bias_elem = p.bias_dtype == BiasDtype::fp32 ? Elem::f32 : in;
   const std::vector<int64_t> q_shape{s.B, s.Hq, s.Nq, s.D}, kv_shape{s.B, s.Hkv, s.Nkv, s.D},
       lse_shape{s.B, s.Hq, s.Nq};
   std::vector<int64_t> bias_shape;
-  switch (p.mask) {
-    case MaskKind::none:
+  switch (p.bias) {
+    case BiasKind::none:
       break;
-    case MaskKind::key:
+    case BiasKind::key:
       bias_shape = {1, 1, 1, s.Nkv};
       break;
-    case MaskKind::query_key:
+    case BiasKind::query_key:
       bias_shape = {1, 1, s.Nq, s.Nkv};
       break;
-    case MaskKind::full:
+    case BiasKind::full:
       bias_shape = {s.B, s.Hq, s.Nq, s.Nkv};
       break;
   }
@@ -58,7 +58,7 @@ std::string save_tensors(const std::string& dir, const AttnTensors& t, Pass pass
   };
   // The backward's o and lse are the reference forward: inputs, like dO.
   std::vector<std::string> input_names{"q", "k", "v"};
-  if (p.mask != MaskKind::none) input_names.push_back("bias");
+  if (p.bias != BiasKind::none) input_names.push_back("bias");
   if (pass == Pass::bwd) input_names.insert(input_names.end(), {"do", "o", "lse"});
   const fs::path fwd_out = pass == Pass::fwd ? outputs : out;
   if (inputs || pass == Pass::fwd) {
@@ -69,7 +69,7 @@ std::string save_tensors(const std::string& dir, const AttnTensors& t, Pass pass
     save(out, "q", t.q, in, q_shape);
     save(out, "k", t.k, in, kv_shape);
     save(out, "v", t.v, in, kv_shape);
-    if (p.mask != MaskKind::none) save(out, "bias", t.bias, mask_elem, bias_shape);
+    if (p.bias != BiasKind::none) save(out, "bias", t.bias, bias_elem, bias_shape);
     if (pass == Pass::bwd) save(out, "do", t.dout, in, q_shape);
   }
   // Hard links cost no space; a file system without them gets copies.
@@ -87,7 +87,7 @@ std::string save_tensors(const std::string& dir, const AttnTensors& t, Pass pass
     save(outputs, "dq", t.dq, in, q_shape);
     save(outputs, "dk", t.dk, in, kv_shape);
     save(outputs, "dv", t.dv, in, kv_shape);
-    if (p.mask != MaskKind::none) save(outputs, "dbias", t.dbias, mask_elem, bias_shape);
+    if (p.bias != BiasKind::none) save(outputs, "dbias", t.dbias, bias_elem, bias_shape);
   }
   const nlohmann::json meta = {
       {"case", p.case_name},
@@ -102,8 +102,8 @@ std::string save_tensors(const std::string& dir, const AttnTensors& t, Pass pass
       {"D", s.D},
       {"scale", p.scale()},
       {"causal", to_string(p.causal)},
-      {"mask", to_string(p.mask)},
-      {"mask_dtype", to_string(p.mask_dtype)},
+      {"bias", to_string(p.bias)},
+      {"bias_dtype", to_string(p.bias_dtype)},
       {"dropout_p", p.dropout},
       {"dropout_seed", t.dropout_seed},
       {"dropout_offset", t.dropout_offset},

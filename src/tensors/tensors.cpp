@@ -19,10 +19,10 @@ Elem input_elem(Dtype d) {
 AttnTensors::AttnTensors(const Problem& p, Pass pass) : problem(p) {
   const Elem e = input_elem(p.dtype);
   const size_t es = static_cast<size_t>(elem_bytes(e));
-  const Elem be = p.mask_dtype == MaskDtype::fp32 ? Elem::f32 : e;
+  const Elem be = p.bias_dtype == BiasDtype::fp32 ? Elem::f32 : e;
   const size_t qb = static_cast<size_t>(q_elems()) * es, kvb = static_cast<size_t>(kv_elems()) * es;
   const size_t lb = static_cast<size_t>(lse_elems()) * 4;
-  const size_t bb = static_cast<size_t>(p.mask_elems()) * static_cast<size_t>(elem_bytes(be));
+  const size_t bb = static_cast<size_t>(p.bias_elems()) * static_cast<size_t>(elem_bytes(be));
   q = gpu::DeviceBuffer(qb);
   k = gpu::DeviceBuffer(kvb);
   v = gpu::DeviceBuffer(kvb);
@@ -40,7 +40,7 @@ AttnTensors::AttnTensors(const Problem& p, Pass pass) : problem(p) {
   fill_randn(q.get(), e, q_elems(), mix_seed(s, kQ), 1.f, nullptr);
   fill_randn(k.get(), e, kv_elems(), mix_seed(s, kK), 1.f, nullptr);
   fill_randn(v.get(), e, kv_elems(), mix_seed(s, kV), 1.f, nullptr);
-  fill_randn(bias.get(), be, p.mask_elems(), mix_seed(s, kBias), static_cast<float>(p.mask_scale),
+  fill_randn(bias.get(), be, p.bias_elems(), mix_seed(s, kBias), static_cast<float>(p.bias_scale),
              nullptr);
   if (pass == Pass::bwd) fill_randn(dout.get(), e, q_elems(), mix_seed(s, kDout), 1.f, nullptr);
   // Outputs start as NaN (all-ones bits in fp16, bf16 and fp32): an element a kernel never
@@ -74,27 +74,27 @@ FfpaFwdParams AttnTensors::fwd_params() const {
   f.v = v.get();
   f.o = o.get();
   f.lse = lse.as<float>();
-  f.bias = p.mask == MaskKind::none ? nullptr : bias.get();
+  f.bias = p.bias == BiasKind::none ? nullptr : bias.get();
   f.q_row_stride = f.o_row_stride = s.D;
   f.q_head_stride = f.o_head_stride = s.Nq * s.D;
   f.q_batch_stride = f.o_batch_stride = s.Hq * s.Nq * s.D;
   f.k_row_stride = f.v_row_stride = s.D;
   f.k_head_stride = f.v_head_stride = s.Nkv * s.D;
   f.k_batch_stride = f.v_batch_stride = s.Hkv * s.Nkv * s.D;
-  switch (p.mask) {
-    case MaskKind::none:
-    case MaskKind::key:
+  switch (p.bias) {
+    case BiasKind::none:
+    case BiasKind::key:
       break;  // all broadcast: stride 0
-    case MaskKind::query_key:
+    case BiasKind::query_key:
       f.bias_row_stride = s.Nkv;
       break;
-    case MaskKind::full:
+    case BiasKind::full:
       f.bias_row_stride = s.Nkv;
       f.bias_head_stride = s.Nq * s.Nkv;
       f.bias_batch_stride = s.Hq * s.Nq * s.Nkv;
       break;
   }
-  f.bias_is_fp32 = p.mask_dtype == MaskDtype::fp32;
+  f.bias_is_fp32 = p.bias_dtype == BiasDtype::fp32;
   f.is_bf16 = p.dtype == Dtype::bf16;
   f.B = static_cast<int>(s.B);
   f.Hq = static_cast<int>(s.Hq);
@@ -122,7 +122,7 @@ FfpaBwdParams AttnTensors::bwd_params() const {
   b.dq = dq.get();
   b.dk = dk.get();
   b.dv = dv.get();
-  b.dbias = problem.mask == MaskKind::none ? nullptr : dbias.get();
+  b.dbias = problem.bias == BiasKind::none ? nullptr : dbias.get();
   b.do_row_stride = b.dq_row_stride = s.D;
   b.do_head_stride = b.dq_head_stride = s.Nq * s.D;
   b.do_batch_stride = b.dq_batch_stride = s.Hq * s.Nq * s.D;

@@ -64,7 +64,7 @@ json key_json(const CacheKey& k) {
               {"dtype", to_string(k.dtype)},
               {"D", k.D},
               {"causal", to_string(k.causal)},
-              {"mask", to_string(k.mask)},
+              {"bias", to_string(k.bias)},
               {"dropout", k.dropout},
               {"gqa", k.gqa},
               {"bh", k.bh},
@@ -72,7 +72,8 @@ json key_json(const CacheKey& k) {
               {"nkv", k.nkv}};
 }
 
-CacheKey key_from(const json& e, const std::string& at) {
+// `schema` is the file's: kTuningCacheSchemaMaskKey named the key's bias field "mask".
+CacheKey key_from(const json& e, const std::string& at, int schema) {
   CacheKey k;
   k.gpu = get_string(e, "gpu", at);
   k.arch = get_string(e, "arch", at);
@@ -83,7 +84,8 @@ CacheKey key_from(const json& e, const std::string& at) {
   k.dtype = get_enum<Dtype>(e, "dtype", at, parse_dtype);
   k.D = get_int(e, "D", at);
   k.causal = get_enum<Causal>(e, "causal", at, parse_causal);
-  k.mask = get_enum<MaskKind>(e, "mask", at, parse_mask_kind);
+  k.bias = get_enum<BiasKind>(e, schema == kTuningCacheSchemaMaskKey ? "mask" : "bias", at,
+                              parse_bias_kind);
   const json& d = field(e, "dropout", at);
   if (!d.is_boolean()) throw BadEntry(json_pointer(at, "dropout") + ": expected true or false");
   k.dropout = d.get<bool>();
@@ -125,8 +127,12 @@ std::vector<Item> parse_entries(const std::string& text, int& bad, std::string& 
     throw BadEntry("not valid JSON (" + shown(e.path()) + ": " + e.reason() + ")");
   }
   if (!root.is_object()) throw BadEntry("not a JSON object");
-  if (!root.contains("schema") || root["schema"] != kTuningCacheSchema)
-    throw BadEntry("schema is not " + std::to_string(kTuningCacheSchema));
+  // The previous schema is read too (users' caches survive); save() writes the current one.
+  if (!root.contains("schema") ||
+      (root["schema"] != kTuningCacheSchema && root["schema"] != kTuningCacheSchemaMaskKey))
+    throw BadEntry("schema is not " + std::to_string(kTuningCacheSchema) + " (or " +
+                   std::to_string(kTuningCacheSchemaMaskKey) + ")");
+  const int schema = root["schema"].get<int>();
   if (!root.contains("entries") || !root["entries"].is_array())
     throw BadEntry("/entries: expected a list");
   std::vector<Item> out;
@@ -135,7 +141,7 @@ std::vector<Item> parse_entries(const std::string& text, int& bad, std::string& 
     const std::string at = json_pointer("/entries", i);
     try {
       if (!entries[i].is_object()) throw BadEntry(at + ": expected an object");
-      out.push_back({key_from(entries[i], at), entry_from(entries[i], at)});
+      out.push_back({key_from(entries[i], at, schema), entry_from(entries[i], at)});
     } catch (const BadEntry& e) {
       if (bad++ == 0) first_bad = e.what();
     }
@@ -182,7 +188,7 @@ std::vector<Item> all_entries(const std::string& path) {
 
 bool CacheKey::same_problem(const CacheKey& o) const {
   return gpu == o.gpu && arch == o.arch && variant == o.variant && pass == o.pass &&
-         dtype == o.dtype && D == o.D && causal == o.causal && mask == o.mask &&
+         dtype == o.dtype && D == o.D && causal == o.causal && bias == o.bias &&
          dropout == o.dropout && gqa == o.gqa && bh == o.bh && nq == o.nq && nkv == o.nkv;
 }
 
@@ -208,7 +214,7 @@ CacheKey make_cache_key(const gpu::DeviceInfo& dev, const std::string& variant, 
   k.dtype = p.dtype;
   k.D = p.shape.D;
   k.causal = p.causal;
-  k.mask = p.mask;
+  k.bias = p.bias;
   k.dropout = p.dropout > 0;
   k.gqa = p.shape.Hkv > 0 ? p.shape.group() : 1;
   k.bh = size_bucket(p.shape.B * p.shape.Hq);
@@ -220,7 +226,7 @@ CacheKey make_cache_key(const gpu::DeviceInfo& dev, const std::string& variant, 
 std::string to_string(const CacheKey& k) {
   return k.variant + " " + to_string(k.pass) + " " + to_string(k.dtype) +
          " D=" + std::to_string(k.D) + " causal=" + to_string(k.causal) +
-         " mask=" + to_string(k.mask) + " dropout=" + (k.dropout ? "on" : "off") +
+         " bias=" + to_string(k.bias) + " dropout=" + (k.dropout ? "on" : "off") +
          " gqa=" + std::to_string(k.gqa) + " B*Hq<=" + std::to_string(k.bh) +
          " Nq<=" + std::to_string(k.nq) + " Nkv<=" + std::to_string(k.nkv) + " on " + k.gpu + " (" +
          k.arch + ", driver " + std::to_string(k.driver) + ", build " + k.build + ")";

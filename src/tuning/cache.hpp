@@ -24,7 +24,10 @@
 
 namespace ffpa {
 
-constexpr int kTuningCacheSchema = 1;
+// Schema 2 renamed the entry key's "mask" to "bias"; files of schema 1
+// (kTuningCacheSchemaMaskKey) are still read, and written back as schema 2.
+constexpr int kTuningCacheSchema = 2;
+constexpr int kTuningCacheSchemaMaskKey = kTuningCacheSchema - 1;
 
 struct CacheKey {
   // Machine and build: entries differing here are stale, not merely another problem.
@@ -38,7 +41,7 @@ struct CacheKey {
   Dtype dtype = Dtype::bf16;
   int64_t D = 0;
   Causal causal = Causal::none;
-  MaskKind mask = MaskKind::none;
+  BiasKind bias = BiasKind::none;
   bool dropout = false;
   int64_t gqa = 1;  // Hq / Hkv
   int64_t bh = 1;   // bucket of B * Hq: the number of independent heads fills the GPU or not

@@ -109,9 +109,9 @@ Features Features::of(const Problem& pr) {
   f.bf16 = pr.dtype == Dtype::bf16;
   f.causal = causal_code(pr);
   f.bias = bias_code(pr);
-  f.dbias = pr.mask == MaskKind::key         ? 1
-            : pr.mask == MaskKind::query_key ? 2
-            : pr.mask == MaskKind::full      ? 3
+  f.dbias = pr.bias == BiasKind::key         ? 1
+            : pr.bias == BiasKind::query_key ? 2
+            : pr.bias == BiasKind::full      ? 3
                                              : 0;
   f.dropout = pr.dropout > 0;
   return f;
@@ -195,7 +195,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
                          const gpu::DeviceInfo& dev) {
   // dBias is computed whenever there is a bias: AttnTensors allocates it for every masked
   // backward, and compile_for() (the cubin a precompile warmed) assumes so.
-  if ((pr.mask != MaskKind::none) != (params.dbias != nullptr))
+  if ((pr.bias != BiasKind::none) != (params.dbias != nullptr))
     throw RunError("ffpa-bwd: dbias must be given exactly when the problem has a bias");
   const nvrtc::Compiled comp = compile_for(pr, c, dev);
   return make_op(pr, comp, "ffpa_bwd_kernel", c.Bc, c.threads(),
@@ -236,7 +236,7 @@ std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, cons
   p.dq_accum = dq_accum.as<float>();
   p.dbias_accum = dbias_accum ? dbias_accum.as<float>() : nullptr;
   const size_t dbias_bytes =
-      ft.dbias == 3 ? static_cast<size_t>(pr.mask_elems()) * (ft.bias == 1 ? 4 : 2) : 0;
+      ft.dbias == 3 ? static_cast<size_t>(pr.bias_elems()) * (ft.bias == 1 ? 4 : 2) : 0;
   return std::make_unique<BwdOp>(nvrtc::Library(comp.cubin), main_kernel, p, grid, threads, smem,
                                  ft.dbias, dbias_bytes, dev.sm_count, std::move(delta),
                                  std::move(dq_accum), std::move(dbias_accum));

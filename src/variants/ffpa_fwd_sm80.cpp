@@ -89,7 +89,7 @@ Features Features::of(const Problem& pr) {
   f.causal = causal_code(pr);
   f.bias = bias_code(pr);
   f.dropout = pr.dropout > 0;
-  f.key_bias = pr.mask == MaskKind::key;
+  f.key_bias = pr.bias == BiasKind::key;
   return f;
 }
 

@@ -78,8 +78,8 @@ Config default_config(const Problem& pr) {
   Config c;  // Bc=64
   if (pr.shape.D <= 384) {
     c.stages = 8;
-  } else if (pr.mask == MaskKind::query_key || pr.mask == MaskKind::full ||
-             (pr.mask != MaskKind::none && pr.causal != Causal::none)) {
+  } else if (pr.bias == BiasKind::query_key || pr.bias == BiasKind::full ||
+             (pr.bias != BiasKind::none && pr.causal != Causal::none)) {
     // A bias tile (17 KB) leaves no room for 4 slots of 2 panels; with a key bias and causal
     // masking 2-panel slots spill 40-52 bytes.
     c.stages = 6;

@@ -95,7 +95,7 @@ Config default_config(const Problem& pr) {
   while (c.slots > 4 && smem_bytes(c, D) > 227 * 1024) c.slots -= 2;
   // The seesaw puts both softmaxes of a pair in its critical path: with a bias or dropout (long
   // softmaxes) it ran 13-20 % slower than lock-step on the H200 (docs/notes/ffpa_fwd_sm90ws.md).
-  c.seesaw = pr.mask == MaskKind::none && pr.dropout == 0.0;
+  c.seesaw = pr.bias == BiasKind::none && pr.dropout == 0.0;
   // cluster = 2 (K/V multicast) ran at a third of cluster = 1's speed on the H200
   // (docs/notes/ffpa_fwd_sm90ws.md): one CTA per query block until that is understood.
   return c;

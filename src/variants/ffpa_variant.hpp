@@ -85,7 +85,7 @@ inline int causal_code(const Problem& p) {
   return p.causal == Causal::bottom_right ? 1 : p.causal == Causal::top_left ? 2 : 0;
 }
 inline int bias_code(const Problem& p) {
-  return p.mask == MaskKind::none ? 0 : p.mask_dtype == MaskDtype::fp32 ? 1 : 2;
+  return p.bias == BiasKind::none ? 0 : p.bias_dtype == BiasDtype::fp32 ? 1 : 2;
 }
 
 // The end of a configuration check: shared memory and estimated registers against the device's

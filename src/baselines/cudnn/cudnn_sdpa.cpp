@@ -126,8 +126,8 @@ std::string try_build(const Problem& p, Pass pass, const Formulation& a, cudnnHa
   TensorPtr bias, seed, offset;
   const auto bd = bias_dims(p);
   const std::vector<int64_t> bias_native(bd.begin(), bd.end());
-  const auto bias_type = p.mask_dtype == MaskDtype::fp32 ? fe::DataType_t::FLOAT : io;
-  if (p.mask != MaskKind::none) {
+  const auto bias_type = p.bias_dtype == BiasDtype::fp32 ? fe::DataType_t::FLOAT : io;
+  if (p.bias != BiasKind::none) {
     std::vector<int64_t> dims = bias_native, strides = contiguous(bias_native);
     if (a.expand_q) {
       dims[2] = s.Nq;
@@ -206,9 +206,9 @@ std::string try_build(const Problem& p, Pass pass, const Formulation& a, cudnnHa
 std::vector<Formulation> attempts(const Problem& p, Pass pass, bool want_dbias) {
   std::vector<bool> dbias{want_dbias}, band{false}, expand{false};
   if (want_dbias) dbias.push_back(false);
-  if (pass == Pass::bwd && p.mask == MaskKind::key) dbias = {false};
+  if (pass == Pass::bwd && p.bias == BiasKind::key) dbias = {false};
   if (p.causal == Causal::bottom_right && p.shape.Nkv > p.shape.Nq) band.push_back(true);
-  if (p.mask == MaskKind::key && p.shape.Nq > 1) {
+  if (p.bias == BiasKind::key && p.shape.Nq > 1) {
     // cuDNN 9.19's backward builds with a [1,1,1,Nkv] bias but computes wrong gradients from it
     // (gpu_cudnn caught it); the [1,1,Nq,Nkv] declaration with row stride 0 (what PyTorch
     // passes) is read correctly. Its dBias reduced to [1,1,1,Nkv] is wrong in both forms, and a
@@ -225,7 +225,7 @@ std::vector<Formulation> attempts(const Problem& p, Pass pass, bool want_dbias) 
 Entry build(const Problem& p, Pass pass, bool want_dbias, cudnnHandle_t h) {
   Entry e;
   std::vector<std::string> reasons;
-  std::string dbias_reason = pass == Pass::bwd && p.mask == MaskKind::key ? kKeyDbias : "";
+  std::string dbias_reason = pass == Pass::bwd && p.bias == BiasKind::key ? kKeyDbias : "";
   for (const Formulation& a : attempts(p, pass, want_dbias)) {
     const std::string why = try_build(p, pass, a, h, e);
     if (why.empty()) {
@@ -292,7 +292,7 @@ class CudnnOp : public Op {
     bind(kV, t.v);
     bind(kO, t.o);
     bind(kStats, t.lse);
-    if (p.mask != MaskKind::none) bind(kBias, t.bias);
+    if (p.bias != BiasKind::none) bind(kBias, t.bias);
     if (p.dropout > 0) {
       rng_ = gpu::DeviceBuffer(2 * kRngSlot);
       const int64_t vals[2] = {static_cast<int64_t>(t.dropout_seed),
@@ -322,7 +322,7 @@ class CudnnOp : public Op {
                                  : std::vector<const char*>{"dq", "dk", "dv", "dbias"})
         unchecked_.push_back({out, why, true});
     }
-    if (pass == Pass::bwd && p.mask != MaskKind::none && !e_->dbias)
+    if (pass == Pass::bwd && p.bias != BiasKind::none && !e_->dbias)
       unchecked_.push_back({"dbias", e_->note, false});
     for (const auto& [uid, ptr] : pack_)
       if (!ptr) throw RunError("cuDNN: tensor uid " + std::to_string(uid) + " is not allocated");
@@ -349,7 +349,7 @@ class CudnnOp : public Op {
 };
 
 bool wants_dbias(const Problem& p, Pass pass) {
-  return pass == Pass::bwd && p.mask != MaskKind::none;
+  return pass == Pass::bwd && p.bias != BiasKind::none;
 }
 
 class CudnnBaseline : public Baseline {
@@ -416,14 +416,14 @@ std::string version_string(size_t v) {
 
 std::array<int64_t, 4> bias_dims(const Problem& p) {
   const Shape& s = p.shape;
-  switch (p.mask) {
-    case MaskKind::none:
+  switch (p.bias) {
+    case BiasKind::none:
       return {0, 0, 0, 0};
-    case MaskKind::key:
+    case BiasKind::key:
       return {1, 1, 1, s.Nkv};
-    case MaskKind::query_key:
+    case BiasKind::query_key:
       return {1, 1, s.Nq, s.Nkv};
-    case MaskKind::full:
+    case BiasKind::full:
       return {s.B, s.Hq, s.Nq, s.Nkv};
   }
   return {0, 0, 0, 0};
@@ -434,8 +434,8 @@ std::string graph_key(const Problem& p, Pass pass, bool with_dbias) {
   std::ostringstream k;
   k << to_string(pass) << ' ' << to_string(p.dtype) << " B" << s.B << " Hq" << s.Hq << " Hkv"
     << s.Hkv << " Nq" << s.Nq << " Nkv" << s.Nkv << " D" << s.D << ' ' << to_string(p.causal);
-  if (p.mask != MaskKind::none)
-    k << " bias=" << to_string(p.mask) << '/' << to_string(p.mask_dtype)
+  if (p.bias != BiasKind::none)
+    k << " bias=" << to_string(p.bias) << '/' << to_string(p.bias_dtype)
       << (with_dbias && pass == Pass::bwd ? "+dbias" : "");
   if (p.dropout > 0) {
     char buf[32];
