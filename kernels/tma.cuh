@@ -97,7 +97,7 @@ __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 // Distributed shared memory: the address of `addr` (shared::cta) in CTA `rank` of the cluster,
-// and 16- and 4-byte stores there.
+// and 16-byte stores there.
 __device__ __forceinline__ u32 map_rank(u32 addr, u32 rank) {
   u32 r;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
@@ -107,9 +107,6 @@ __device__ __forceinline__ void st_cluster4(u32 addr, float a, float b, float c,
   asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b),
                "f"(c), "f"(d)
                : "memory");
-}
-__device__ __forceinline__ void st_cluster_u32(u32 addr, u32 v) {
-  asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 // Asynchronous stores into another CTA's shared memory that complete their bytes on the mbarrier
 // bar there (addr and bar: shared::cluster addresses, from map_rank): the receiver learns that
