@@ -356,7 +356,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     st_async_u32(keep_peer + (XB == 2 ? par : 0) * NT * 4, keep, bar_peer);
 #endif
     if (tid == 0) mbar_expect_tx(bar, X_BYTES);
-    mbar_wait(bar, (ex >> 1) & 1);
+    mbar_wait_cluster(bar, (ex >> 1) & 1);
 #if FFPA_DROPOUT
     keep |= keep_in[(XB == 2 ? par : 0) * NT + tid];
 #endif
