@@ -1,13 +1,42 @@
-// The backward's preprocess and convert kernels, shared by ffpa_bwd.cuh (sm80+) and
-// ffpa_bwd_sm90.cuh: delta = rowsum(dO * O) with the dq_accum row zeroed before the main kernel,
-// dq_accum (and the dbias workspace) to the output dtypes after it. Reads FFPA_D, FFPA_BF16,
-// FFPA_BIAS and FFPA_DBIAS (0 when the main kernel has no dBias).
+// The backward's preprocess and convert kernels, shared by ffpa_bwd.cuh (sm80+),
+// ffpa_bwd_sm90.cuh and ffpa_bwd_sm90c.cuh: delta = rowsum(dO * O) with the dq_accum row zeroed
+// before the main kernel, dq_accum (and the dbias workspace) to the output dtypes after it. Reads
+// FFPA_D, FFPA_BF16, FFPA_BIAS, FFPA_DBIAS (0 when the main kernel has no dBias) and
+// FFPA_DQ_TILED (the layout of dq_accum; 0 when not defined).
 #pragma once
 
 #include "ffpa_common.cuh"
 
+#ifndef FFPA_DQ_TILED
+#define FFPA_DQ_TILED 0
+#endif
+
 namespace ffpa_bwd_aux {
 constexpr int D = FFPA_D;
+
+#if FFPA_DQ_TILED
+// Offset in dq_accum of row (b, hq, r), columns col, col + 1 (col even), when it is tiled
+// (ffpa-bwd-sm90c; otherwise it is contiguous [B, Hq, Nq, D]): per (b, kv head, query tile of 64
+// packed rows of the GQA group, 64-column chunk of D padded to 256) a 64 x 64 block in the order of
+// an m64n64 wgmma accumulator: warp w, n8 group n, lane l, element e hold row 16 w + l / 4 + 8 (e /
+// 2), column 8 n + 2 (l % 4) + e % 2. A warp then reduces one n8 group of its fragment as 512
+// contiguous bytes, with no lane exchange and no bounds check (rows past the group and columns
+// past D land in the padding, which nothing reads).
+// The first float of the block of query tile `tile` and chunk `chunk` of kv head kvh.
+__device__ __forceinline__ long long dq_block(const FfpaFwdParams& f, int b, int kvh, int tile,
+                                              int chunk) {
+  constexpr int CHUNKS = (D + 255) / 256 * 4;
+  const int tiles = (f.group * f.Nq + 63) / 64;
+  return ((((long long)b * f.Hkv + kvh) * tiles + tile) * CHUNKS + chunk) * 4096;
+}
+__device__ __forceinline__ long long dq_offset(const FfpaFwdParams& f, int b, int hq, int r,
+                                               int col) {
+  const int kvh = hq / f.group, i = (hq - kvh * f.group) * f.Nq + r;
+  const int row = i & 63, c = col & 63, lane = (row & 7) * 4 + ((c & 7) >> 1);
+  return dq_block(f, b, kvh, i >> 6, col >> 6) + (((row >> 4) * 8 + (c >> 3)) * 32 + lane) * 4 +
+         ((row >> 3) & 1) * 2;
+}
+#endif
 }  // namespace ffpa_bwd_aux
 
 // One warp per row (b, hq, r): delta = sum_d dO * O in fp32; the row of dq_accum is zeroed.
@@ -38,11 +67,17 @@ extern "C" __global__ void __launch_bounds__(256) ffpa_bwd_pre_kernel(const Ffpa
 #pragma unroll
   for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
   if (lane == 0) p.delta[row] = acc;
+#if FFPA_DQ_TILED
+  for (int c = lane * 2; c < D; c += 64)
+    *reinterpret_cast<float2*>(p.dq_accum + ffpa_bwd_aux::dq_offset(f, b, hq, r, c)) =
+        make_float2(0.f, 0.f);
+#else
   float4* dq = reinterpret_cast<float4*>(p.dq_accum + row * D);
   for (int c = lane; c < D / 4; c += 32) dq[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+#endif
 }
 
-// dq_accum (fp32, contiguous [B, Hq, Nq, D]) to dq in the input dtype; the dbias workspace
+// dq_accum (fp32, dq_offset's layout) to dq in the input dtype; the dbias workspace
 // (modes 1, 2: contiguous in the bias's shape) to dbias in the bias's dtype.
 extern "C" __global__ void __launch_bounds__(256) ffpa_bwd_convert_kernel(const FfpaBwdParams p) {
   using namespace ffpa_dev;
@@ -56,7 +91,12 @@ extern "C" __global__ void __launch_bounds__(256) ffpa_bwd_convert_kernel(const 
     const int r = (int)(row % f.Nq);
     const int hq = (int)(row / f.Nq % f.Hq);
     const int b = (int)(row / f.Nq / f.Hq);
-    const float2 x = *reinterpret_cast<const float2*>(p.dq_accum + row * D + col);
+#if FFPA_DQ_TILED
+    const long long at = ffpa_bwd_aux::dq_offset(f, b, hq, r, col);
+#else
+    const long long at = row * D + col;
+#endif
+    const float2 x = *reinterpret_cast<const float2*>(p.dq_accum + at);
     *reinterpret_cast<u32*>(static_cast<u16*>(p.dq) + b * p.dq_batch_stride +
                             hq * p.dq_head_stride + r * p.dq_row_stride + col) = pack2(x.x, x.y);
   }

@@ -17,6 +17,7 @@
 //   FFPA_BC      keys per cluster (key tile): 32 or 64
 //   FFPA_PANELS  64-column panels of each warpgroup's quarter per Q/dO cp.async group (divides NP)
 //   FFPA_DQBUF   dQ chunk accumulators: 1, or 2 (chunk c + 1 is issued before chunk c is reduced)
+//   FFPA_DQ_TILED 1: dq_accum in fragment order (D padded to at most 512), 0: row-major
 //   FFPA_XBUF    exchange buffers: 1, guarded by a cluster barrier a query tile, or 2 used in
 //                turn, which leaves the exchange ordered by its mbarriers alone
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh
@@ -39,7 +40,8 @@
 //    and the halves travel with the cluster exchange;
 //  - dV^T[quarter] += dO[:, quarter]^T Pd, dK^T[quarter] += Q[:, quarter]^T dS (M = DQ, N = BC);
 //  - dQ[:, quarter] = dS K[:, quarter] in 64-column chunks with K = BC keys, reduced to dq_accum
-//    with red.global.add.v4.f32 (half the bytes per flop of ffpa_bwd_sm90.cuh at BC = 64).
+//    with red.global.add.v4.f32 (half the bytes per flop of ffpa_bwd_sm90.cuh at BC = 64), which
+//    up to D = 512 is tiled in fragment order (ffpa_bwd_aux.cuh, FFPA_DQ_TILED).
 // The cluster exchange's stores are asynchronous and complete on the receiving block's mbarrier
 // (full[tile parity]). XBUF = 1: they land in the block exchange buffer, after barrier A (all
 // threads of both blocks have read their block exchange); the next remote stores into a block
@@ -55,6 +57,7 @@
 // tools/ffpa_bwd_sm90c_sim.py checks the placement, fragments, exchanges and the barrier protocol.
 #pragma once
 
+#include "ffpa_bwd_aux.cuh"
 #include "ffpa_bwd_sm90c_layout.h"
 #include "ffpa_common.cuh"
 #include "tma.cuh"
@@ -353,7 +356,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     st_async_u32(keep_peer + (XB == 2 ? par : 0) * NT * 4, keep, bar_peer);
 #endif
     if (tid == 0) mbar_expect_tx(bar, X_BYTES);
-    mbar_wait(bar, (ex >> 1) & 1);
+    mbar_wait_cluster(bar, (ex >> 1) & 1);
 #if FFPA_DROPOUT
     keep |= keep_in[(XB == 2 ? par : 0) * NT + tid];
 #endif
@@ -438,11 +441,24 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
         wgmma<1, 1>(dq, desc_mn(st + ks * 16 * 128), desc_mn(kp + ks * 16 * 128));
       wgmma_commit();
     };
-    // Lane pairs swap half their fragment so that each lane holds 4 neighbouring columns of one
-    // row (even lanes row g, odd lanes row g + 8): one vector reduction each.
+    // FFPA_DQ_TILED (D padded to at most 512): the warp's fragment of chunk c goes to dq_accum in
+    // fragment order (ffpa_bwd_aux.cuh's dq_offset): one 512-byte reduction a warp and n8 group,
+    // with no lane exchange and no bounds check (rows past the group and columns past D fall in
+    // the padding, which nothing reads). Row-major (past 512, where the tiled form made ptxas
+    // spill with a bias and dropout), lane pairs swap half their fragment so that each lane holds
+    // 4 neighbouring columns of one row (even lanes row g, odd lanes row g + 8): one vector
+    // reduction each, with 16 shuffles, 16 selects and a branch per n8 group, and twice the L2
+    // sectors a reduction.
     auto dq_reduce = [&](int c, int bi) {
       float(&dq)[8][4] = dqs[bi];
       fence_acc(dq);
+#if FFPA_DQ_TILED
+      float* dst = p.dq_accum + ffpa_bwd_aux::dq_block(f, b, kvh, t, (cbase + wg * DQ) / 64 + c) +
+                   (wq * 8 * 32 + lane) * 4;
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+        red_add4(dst + n * 32 * 4, make_float4(dq[n][0], dq[n][1], dq[n][2], dq[n][3]), f.scale);
+#else
       const bool odd = lane & 1;
       const int row = wq * 16 + (lane >> 2) + (odd ? 8 : 0);
       int r, hq;
@@ -460,6 +476,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
           red_add4(p.dq_accum + lrow * D + col, v, f.scale);
         }
       }
+#endif
     };
 
     // dQ chunk 0 first, so that its reduction overlaps dV and dK (wait_group retires in order).
@@ -554,5 +571,3 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       }
     }
 }
-
-#include "ffpa_bwd_aux.cuh"

@@ -96,6 +96,22 @@ __device__ __forceinline__ void cluster_arrive() {
 __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
+// mbar_wait with acquire at cluster scope: it pairs with a release by another CTA of the cluster
+// (st.async's complete_tx), so that this CTA's later accesses are ordered after that CTA's
+// earlier ones.
+__device__ __forceinline__ void mbar_wait_cluster(u32 bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
 // Distributed shared memory: the address of `addr` (shared::cta) in CTA `rank` of the cluster,
 // and 16-byte stores there.
 __device__ __forceinline__ u32 map_rank(u32 addr, u32 rank) {

@@ -19,8 +19,18 @@ What is transcribed from the kernel (each formula as written there):
     other block, its dropout keep bits into keep slot (xbuf == 2 ? par : 0) * 256 + tid there;
   - the (row, key) of each P/dS value with the masks, the transposed 2-byte P^T/dS^T stores,
     dBias by rank 0 only;
-  - the dQ reduction (lane-pair swap, the block's and warpgroup's columns, dq_accum offset) and
-    the dK/dV epilogue.
+  - the dQ reduction into the fp32 workspace dq_accum, in the layout the host picks:
+    FFPA_DQ_TILED = 1 exactly when D padded to 256 is at most 512 (dq_tiled in
+    src/variants/ffpa_bwd_sm90c.cpp), the tiled layout of kernels/ffpa_bwd_aux.cuh; past 512 the
+    row-major [B, Hq, Nq, D] one.
+    Tiled: each thread's m64n64 fragment of chunk c goes, one n8 group at a time, as a 4-float
+    reduction to dq_block(b, kvh, query tile t, chunk (cbase + wg DQ) / 64 + c) +
+    ((warp 8 + n) 32 + lane) 4, with no lane exchange and no bounds check; the pre kernel zeroes
+    and the convert kernel reads through dq_offset (row (b, hq, r), columns < D); the workspace
+    has the host's dq_accum_floats floats.
+    Row-major: lane pairs swap half their fragment, the block's and warpgroup's columns, offset
+    lrow D + col, bounds checks r >= 0 and col < D;
+  - the dK/dV epilogue.
 The hardware model (descriptors, K-major and MN-major 128-byte swizzle layouts, the m64nNk16
 accumulator fragment) is tools/ffpa_fwd_sm90_sim.py's, as for tools/ffpa_bwd_sm90_sim.py (both
 kernels passed their GPU tests first time).
@@ -66,6 +76,24 @@ Checks of the protocol:
     (each block learns the other's). With two mbarriers and no cluster barrier this is the chain
     wait k - 1 after the other block's sends k - 1 after its wait k - 2.
   - both blocks meet the same barriers (every thread of both blocks executes the same sequence).
+
+Checks of the tiled dq_accum (its addresses only; the values by the exact comparison). The cluster
+is placed at the last batch and kv head of a shape of 2 batches and 2 kv heads, so that its blocks
+are the last of the workspace. The workspace is a map from address to value: the positions the
+pre kernel zeroes hold 0, any other garbage. Padding elements (packed rows past the GQA group's
+end, columns past D) carry zeros here (no P for those rows, zero K past D), so the comparison
+with the reference cannot see where they land; hence:
+  - dq_offset over every row and column < D of the whole shape stays inside the workspace and
+    gives each element its own address (no two elements, of any head or batch, share one);
+  - every address the main kernel reduces into lies in [0, dq_accum_floats);
+  - each reduced value is identified by the hardware fragment (the row and column the register
+    holds, in the query tile and chunk the warp really computed, not by the writer's formula): a
+    real element must land exactly at its dq_offset position, a padding element at no position
+    dq_offset gives any element. With dq_offset injective this makes the writer's map of the
+    real elements injective and disjoint from the padding's.
+The result is read back as the convert kernel does, through dq_offset for every row of the kv
+head and column < D, and compared exactly with the reference.
+
 Then every mutation in MUTATIONS (one wrong formula or a missing synchronization each) must make a
 check fail; the kind of the failed checks is printed.
 Run: python3 tools/ffpa_bwd_sm90c_sim.py
@@ -78,6 +106,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ffpa_fwd_sm90_sim import acc_pos, hw_k_major, hw_mn, matmul, transpose  # noqa: E402
 
 BR, NT = 64, 256
+ACC_POS = [[acc_pos(t, r) for r in range(32)] for t in range(128)]  # m64n64 fragment: (row, col)
 POISON = 77777
 MUT = set()
 
@@ -123,16 +152,21 @@ class Cfg:
         # ffpa_bwd_sm90c_layout.h: xbuf exchange buffers, row tables, xbuf keep sets, 2 mbarriers
         self.SMEM = (1024 + 2 * self.KV_BYTES + 2 * self.Q_BYTES + 2 * self.PT_BYTES +
                      XB * self.X_SLOTS * 16 + 2 * self.ROW_BYTES + XB * NT * 4 + 16)
+        self.TILED = dq_tiled(D)  # FFPA_DQ_TILED, as the host sets it
 
 
 class Prob:
     """One kv head of batch 0: group q heads of Nq rows, Nkv keys; causal 0, 1 (bottom-right),
-    2 (top-left); dropout; a key bias (its dBias: dS column sums)."""
+    2 (top-left); dropout; a key bias (its dBias: dS column sums). For the addresses of the tiled
+    dq_accum only, the shape has B = 2 batches and Hkv = 2 kv heads and the cluster is at the last
+    of them (b = 1, kvh = 1), so that its blocks end the workspace; the other heads' data are not
+    modelled."""
 
     def __init__(self, group, Nq, Nkv, causal, rng, D, dropout=False):
         self.group, self.Nq, self.Nkv, self.causal = group, Nq, Nkv, causal
         self.dropout, self.offset = dropout, 12345
         self.Hq = group
+        self.B, self.Hkv, self.b, self.kvh = 2, 2, 1, 1
         rnd = lambda: rng.randint(-2, 2)  # noqa: E731
         self.q = [[[rnd() for _ in range(D)] for _ in range(Nq)] for _ in range(group)]
         self.do = [[[rnd() for _ in range(D)] for _ in range(Nq)] for _ in range(group)]
@@ -142,6 +176,68 @@ class Prob:
         self.L = [[None if causal and r + diag < 0 else rng.randint(0, 4) for r in range(Nq)]
                   for _ in range(group)]
         self.delta = [[rng.randint(-3, 3) for _ in range(Nq)] for _ in range(group)]
+
+
+def dq_tiled(D):
+    """src/variants/ffpa_bwd_sm90c.cpp's dq_tiled: FFPA_DQ_TILED = 1 up to D padded to 512."""
+    return (D + 255) // 256 * 256 <= 512
+
+
+def dq_accum_floats(pr, D):
+    """src/variants/ffpa_bwd_sm90c.cpp's dq_accum_floats (0: bwd::make_op's row-major size)."""
+    if not dq_tiled(D):
+        return 0
+    rows = pr.group * pr.Nq
+    if mut("dq_floats_rows_unpadded"):  # the packed rows not rounded up to whole query tiles
+        return pr.B * pr.Hkv * rows * ((D + 255) // 256 * 256)
+    tiles = (rows + 63) // 64
+    return pr.B * pr.Hkv * tiles * ((D + 255) // 256 * 256 // 64) * 64 * 64
+
+
+def dq_block(pr, D, b, kvh, tile, chunk):
+    """kernels/ffpa_bwd_aux.cuh's dq_block: the first float of the 64 x 64 block of query tile
+    `tile` (64 packed rows of the GQA group) and 64-column chunk `chunk` of kv head kvh."""
+    chunks = (D + 255) // 256 * 4
+    tiles = ((pr.Nq if mut("dq_tiles_per_head") else pr.group * pr.Nq) + 63) // 64
+    return ((((b * pr.Hkv + kvh) * tiles + tile) * chunks + chunk) * 4096)
+
+
+def dq_offset(pr, D, b, hq, r, col):
+    """kernels/ffpa_bwd_aux.cuh's dq_offset: row (b, hq, r), columns col, col + 1 (col even)."""
+    kvh = hq // pr.group
+    i = (hq - kvh * pr.group) * pr.Nq + r
+    row, c = i & 63, col & 63
+    lane = (row & 7) * 4 + ((c & 7) >> 1)
+    return (dq_block(pr, D, b, kvh, i >> 6, col >> 6) +
+            (((row >> 4) * 8 + (c >> 3)) * 32 + lane) * 4 + ((row >> 3) & 1) * 2)
+
+
+_DQ_OWNERS = {}
+
+
+def dq_owners(pr, D):
+    """The pre kernel's zeroing and the convert kernel's reads of the tiled dq_accum, over every
+    row (b, hq, r) of the shape and column < D: {address: (b, hq, r, col)}, with the errors found
+    (two elements at one address, an address outside the workspace). Cached per shape."""
+    key = (pr.B, pr.Hkv, pr.group, pr.Nq, D, mut("dq_tiles_per_head"),
+           mut("dq_floats_rows_unpadded"))
+    if key not in _DQ_OWNERS:
+        owners, errs = {}, []
+        floats = dq_accum_floats(pr, D)
+        for b in range(pr.B):
+            for hq in range(pr.Hkv * pr.group):
+                for r in range(pr.Nq):
+                    for col in range(0, D, 2):  # the pre kernel's c = lane * 2; c < D; c += 64
+                        a = dq_offset(pr, D, b, hq, r, col)
+                        if not (0 <= a and a + 1 < floats) and len(errs) < 3:
+                            errs.append(("dq_offset outside the workspace", b, hq, r, col, a))
+                        for e in range(2):
+                            if a + e in owners and len(errs) < 3:
+                                errs.append(("dq_offset not injective", owners[a + e],
+                                             (b, hq, r, col + e)))
+                            owners[a + e] = (b, hq, r, col + e)
+        _DQ_OWNERS[key] = owners, errs
+    return _DQ_OWNERS[key]
 
 
 def pfun(s, l):
@@ -335,15 +431,27 @@ def run_cluster(cfg, pr, j, raw_base):
           for _ in range(2)]  # [rank][wg][c][t128][reg]
     dk = [[[[[0] * nreg for _ in range(128)] for _ in range(NP)] for _ in range(2)]
           for _ in range(2)]
-    dq_accum = {}
+    # dq_accum: row-major {(lrow, d): value}; tiled (cfg.TILED) {address: value}, every address
+    # the pre kernel zeroes (dq_offset of each row and column < D) at 0, any other holds garbage
+    # (POISON); dq_writes: each tiled write's (address, packed row i, column) of the element that
+    # the accumulator register written there holds (the hardware fragment, not the writer's
+    # formula)
+    if cfg.TILED:
+        dq_own, dq_errs = dq_owners(pr, D)
+        errors += dq_errs
+        dq_accum = dict.fromkeys(dq_own, 0)
+    else:
+        dq_accum = {}
+    dq_writes = []
     dbias = {}
 
     def wgmma(acc, A, B, nregs):
         C = matmul(A, B)
         for t in range(128):
+            at, pos = acc[t], ACC_POS[t]  # acc_pos, tabulated (nregs <= 32: N <= 64)
             for r in range(nregs):
-                row, col = acc_pos(t, r)
-                acc[t][r] += C[row][col]
+                row, col = pos[r]
+                at[r] += C[row][col]
 
     ts = [next_tile(0, rank) for rank in range(2)]
     if ts[0] != ts[1]:
@@ -524,7 +632,28 @@ def run_cluster(cfg, pr, j, raw_base):
                 wgmma(acc, A, B, 32)
             return acc
 
+        def dq_reduce_tiled(rank, wg, c, acc):
+            cb = 0 if mut("dq_no_cbase") else rank * DC
+            tq = ex if mut("dq_block_uses_ex") else t  # the query tile
+            for t128 in range(128):
+                lane, wq = t128 % 32, t128 // 32
+                dst = dq_block(pr, D, pr.b, pr.kvh, tq, (cb + wg * DQ) // 64 + c) + \
+                    (wq * 8 * 32 + lane) * 4
+                if dst % 4:
+                    errors.append(("red.v4 misaligned", dst))
+                for n in range(8):  # red.add.v4 of dq[n][0..3] at dst + n * 32 * 4
+                    regs = [n * 4 + e for e in range(4)]
+                    if mut("dq_tile_wrong_row_order"):  # the rows g and g + 8 swapped
+                        regs = regs[2:] + regs[:2]
+                    for e, reg in enumerate(regs):
+                        a = dst + n * 32 * 4 + e
+                        dq_accum[a] = dq_accum.get(a, POISON) + acc[t128][reg]
+                        row, lc = ACC_POS[t128][reg]
+                        dq_writes.append((a, m0 + row, rank * DC + wg * DQ + c * 64 + lc))
+
         def dq_reduce(rank, wg, c, acc):
+            if cfg.TILED:
+                return dq_reduce_tiled(rank, wg, c, acc)
             for t128 in range(128):
                 lane, wq = t128 % 32, t128 // 32
                 odd = lane & 1
@@ -568,6 +697,31 @@ def run_cluster(cfg, pr, j, raw_base):
         t = tn
         ex += 1
 
+    if cfg.TILED:
+        # every tiled write inside the workspace; a real element (packed row < group Nq, column
+        # < D) only at its own dq_offset position (which the convert reads), a padding element
+        # at no position that dq_offset gives any element of the shape
+        floats = dq_accum_floats(pr, D)
+        bad = {}
+        for a, i, col in dq_writes:
+            if not 0 <= a < floats:
+                bad.setdefault("dq write outside the workspace", (a, i, col, floats))
+            o = dq_own.get(a)
+            if i < rows_total and col < D:
+                if o != (pr.b, pr.kvh * pr.group + i // pr.Nq, i % pr.Nq, col):
+                    bad.setdefault("dq real element off its dq_offset position", (a, i, col, o))
+            elif o is not None:
+                bad.setdefault("dq padding write on a real element's position", (a, i, col, o))
+        errors += list(bad.items())
+        # the convert kernel: every row of the kv head, columns col, col + 1 < D through dq_offset
+        dq_out = {}
+        for hl in range(pr.group):
+            for r in range(pr.Nq):
+                for col in range(0, D, 2):
+                    a = dq_offset(pr, D, pr.b, pr.kvh * pr.group + hl, r, col)
+                    for e in range(2):
+                        dq_out[(hl * pr.Nq + r, col + e)] = dq_accum.get(a + e, POISON)
+        dq_accum = dq_out
     errors += [("race", x) for x in log.races[:3]]
     errors += log.errs[:3]
     if log.sync[0] != log.sync[1]:
@@ -635,7 +789,8 @@ def reference(cfg, pr, j):
 def check_case(cfg, pr, j, raw_base=0x410):
     dk, dv, dq, db, errors = run_cluster(cfg, pr, j, raw_base)
     rk, rv, rq, rb = reference(cfg, pr, j)
-    for name, got, want in (("dK", dk, rk), ("dV", dv, rv), ("dQ", dq, rq), ("dBias", db, rb)):
+    dq_name = "dQ " + ("tiled" if cfg.TILED else "row-major")
+    for name, got, want in (("dK", dk, rk), ("dV", dv, rv), (dq_name, dq, rq), ("dBias", db, rb)):
         got = {x: y for x, y in got.items() if y}  # a sum may cancel to 0: compare the nonzero
         want = {x: y for x, y in want.items() if y}
         if got != want:
@@ -656,6 +811,11 @@ MUTATIONS = [
     "no_start_sync",      # no cluster barrier after the mbarrier init
     "x_bytes_no_keep",    # expect_tx without the keep words
     "par_from_tile",      # buffers, mbarrier and row table by the tile's parity, not ex's
+    # tiled dq_accum (D padded to at most 512); dq_no_cbase above applies to both layouts
+    "dq_tile_wrong_row_order",  # the writer swaps the rows g and g + 8 of its fragment
+    "dq_block_uses_ex",         # the writer's block of exchange ex, not of query tile t
+    "dq_tiles_per_head",        # dq_block's tiles of one q head's rows: kv heads' blocks overlap
+    "dq_floats_rows_unpadded",  # the host's workspace without the last tile's padding rows
 ]
 
 # (D, BC, PPG, group, Nq, Nkv, causal, j, dropout)
@@ -671,7 +831,9 @@ BASE = [
     (64, 32, 1, 1, 300, 40, 0, 0, True),     # 5 tiles: each buffer, keep set, mbarrier reused
     (64, 32, 1, 3, 150, 150, 2, 4, False),   # top-left, tiles 0, 1, 3, 5 skipped: ex != t
 ]
-QUICK = [(0, 2), (1, 1), (3, 2), (6, 1), (6, 2), (9, 2)]  # (BASE index, xbuf)
+# (BASE index, xbuf): D 1024 keeps the row-major dq_accum under the mutations, 512 with a skipped
+# tile and 64 with ex != t the tiled one
+QUICK = [(0, 2), (1, 1), (3, 2), (5, 1), (6, 1), (6, 2), (9, 2)]
 
 
 def cases(quick):
@@ -705,8 +867,10 @@ def main():
     print(f"exact: dK, dV, dQ, dBias of a key tile (both blocks of the cluster) over every query "
           f"tile, {len(cases(False))} cases: D 64/136/320/512/576/1024, bc 32/64, panels per "
           f"group 1/2, xbuf 1/2 (2 up to D 768), GQA, causal both alignments and skipped tiles, "
-          f"rows and keys past the end, dropout, up to 5 tiles; no race on the exchange slots, "
-          f"keep slots, mbarriers or P^T/dS^T; every mbarrier wait finds its tile's phase "
+          f"rows and keys past the end, dropout, up to 5 tiles; dq_accum tiled up to D 512 "
+          f"(every write inside the workspace, real elements at their own dq_offset position, "
+          f"padding at none, dq_offset injective), row-major past it; no race on the exchange "
+          f"slots, keep slots, mbarriers or P^T/dS^T; every mbarrier wait finds its tile's phase "
           f"complete, no stores reach a pending phase, every store waited for; both blocks meet "
           f"the same barriers")
     ok = True

@@ -204,7 +204,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
 
 std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, const char* main_kernel,
                             int Bc, int threads, int smem, const FfpaBwdParams& params,
-                            const gpu::DeviceInfo& dev, int cluster) {
+                            const gpu::DeviceInfo& dev, int cluster, int64_t dq_floats) {
   // 16-byte cp.async / vector loads of q, k, v, o, dO rows; 4-byte stores of dq, dk, dv pairs.
   const FfpaFwdParams& f = params.fwd;
   if (!qkvo_aligned(f, 8) ||
@@ -227,7 +227,8 @@ std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, cons
   launch_grid((rows + 7) / 8, 1, 1);  // the preprocess grid
   FfpaBwdParams p = params;
   gpu::DeviceBuffer delta(static_cast<size_t>(rows) * sizeof(float));
-  gpu::DeviceBuffer dq_accum(static_cast<size_t>(rows * sh.D) * sizeof(float));
+  gpu::DeviceBuffer dq_accum(static_cast<size_t>(dq_floats ? dq_floats : rows * sh.D) *
+                             sizeof(float));
   gpu::DeviceBuffer dbias_accum;
   if (ft.dbias == 1 || ft.dbias == 2)
     dbias_accum = gpu::DeviceBuffer(static_cast<size_t>(ft.dbias == 1 ? sh.Nkv : sh.Nq * sh.Nkv) *

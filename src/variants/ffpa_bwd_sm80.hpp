@@ -69,11 +69,12 @@ std::unique_ptr<Op> bind(const Problem&, const Config&, const FfpaBwdParams& par
 // bind() after the compile, shared with the sm90 backward (bwd90::bind): checks the tensors'
 // alignment, allocates the workspaces and wraps ffpa_bwd_pre_kernel, `main_kernel` (one block per
 // Bc keys, kv head and batch, the key tiles rounded up to a multiple of `cluster`; `threads`,
-// `smem` bytes of dynamic shared memory) and ffpa_bwd_convert_kernel of `comp` in an Op. Throws
-// Unsupported when the tensors are misaligned.
+// `smem` bytes of dynamic shared memory) and ffpa_bwd_convert_kernel of `comp` in an Op.
+// `dq_floats`: the dq_accum workspace when the kernels use their own layout of it (0: [B, Hq, Nq,
+// D]). Throws Unsupported when the tensors are misaligned.
 std::unique_ptr<Op> make_op(const Problem&, const nvrtc::Compiled& comp, const char* main_kernel,
                             int Bc, int threads, int smem, const FfpaBwdParams& params,
-                            const gpu::DeviceInfo&, int cluster = 1);
+                            const gpu::DeviceInfo&, int cluster = 1, int64_t dq_floats = 0);
 
 }  // namespace ffpa::bwd
 

@@ -102,9 +102,22 @@ Support check(const Config& c, int D, int smem_limit) {
                          accumulator_registers(c, D) + kRegisterOverhead);
 }
 
+bool dq_tiled(int D) {
+  // Past 512 the tiled reductions raised ptxas's allocation by ~40 registers: the bias and
+  // dropout configurations spilled.
+  return padded(D) <= 512;
+}
+
+int64_t dq_accum_floats(const Shape& s) {
+  if (!dq_tiled(static_cast<int>(s.D))) return 0;
+  const int64_t tiles = (s.group() * s.Nq + 63) / 64;
+  return s.B * s.Hkv * tiles * (padded(static_cast<int>(s.D)) / 64) * 64 * 64;
+}
+
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
   // FFPA_BC, FFPA_PANELS, FFPA_DQBUF, FFPA_XBUF
   std::vector<std::string> o = knob_defines(kKnobs, c);
+  o.push_back(define("FFPA_DQ_TILED", dq_tiled(f.D)));  // dq_accum's layout (dq_accum_floats)
   const std::vector<std::string> fd = f.defines();
   o.insert(o.end(), fd.begin(), fd.end());
   return o;
@@ -130,7 +143,8 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   // make_op's grid is ceil(Nkv / (Bc * cluster)) clusters of `cluster` blocks: with Bc = bc / 2
   // that is one cluster of two blocks per key tile of bc keys (the kernel's n0 = (x / 2) * bc).
   return bwd::make_op(pr, comp, "ffpa_bwd_sm90c_kernel", c.bc / 2, Config::threads(),
-                      smem_bytes(c, static_cast<int>(pr.shape.D)), params, dev, Config::cluster);
+                      smem_bytes(c, static_cast<int>(pr.shape.D)), params, dev, Config::cluster,
+                      dq_accum_floats(pr.shape));
 }
 
 }  // namespace ffpa::bwd90c
