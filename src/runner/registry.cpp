@@ -5,6 +5,7 @@
 #include "baselines/cudnn/cudnn_sdpa.hpp"
 #include "baselines/unfused.hpp"
 #include "core/error.hpp"
+#include "variants/ffpa_bwd_decode.hpp"
 #include "variants/ffpa_bwd_sm80.hpp"
 #include "variants/ffpa_bwd_sm90.hpp"
 #include "variants/ffpa_bwd_sm90c.hpp"
@@ -23,6 +24,7 @@ std::vector<std::unique_ptr<Variant>> make_variants() {
   v.push_back(make_ffpa_bwd_sm80());
   v.push_back(make_ffpa_bwd_sm90());
   v.push_back(make_ffpa_bwd_sm90c());
+  v.push_back(make_ffpa_bwd_decode());
   return v;
 }
 

@@ -1,0 +1,130 @@
+// The decode backward (ffpa-bwd-decode) against the double-precision CPU reference on random data
+// (random dO, the reference forward's o and lse; FA3's rule via expect_backward_close): one and a
+// few query rows, GQA and MQA groups up to 16 rows, causal both alignments, key counts off the
+// block, B > 1, D 8..1024, both dtypes, dropout, additive bias in every shape and dtype with dBias,
+// both kb. Outputs are poisoned (NaN) before the run so an unwritten element fails. "[bench]"
+// times B=1 H=32 Nq=1 Nkv=8192 D=512 against ffpa-bwd-sm80. Needs an sm_80 or newer GPU.
+#include <catch2/catch.hpp>
+
+#include <optional>
+#include <string>
+
+#include "ffpa_support.hpp"
+#include "gpu/cuda.hpp"
+#include "tensors/tensors.hpp"
+#include "variants/ffpa_bwd_decode.hpp"
+#include "variants/ffpa_bwd_sm80.hpp"
+
+using namespace ffpa;
+using namespace ffpa::test;
+
+namespace {
+
+bool ampere_or_later() {
+  static const bool yes = gpu::open_device(0).sm_major >= 8;
+  if (!yes) WARN("not an sm_80+ GPU: ffpa-bwd-decode is not tested here");
+  return yes;
+}
+
+void expect_close(const Problem& pr, std::optional<bwd_decode::Config> cfg = std::nullopt) {
+  const bwd_decode::Config c = cfg ? *cfg : bwd_decode::default_config(pr);
+  expect_backward_close(
+      pr, to_string(c.knobs()), [&](const FfpaBwdParams& p, const gpu::DeviceInfo& dev) {
+        REQUIRE(bwd_decode::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).ok());
+        return bwd_decode::bind(pr, c, p, dev);
+      });
+}
+
+constexpr Dtype kTypes[] = {Dtype::bf16, Dtype::fp16};
+
+}  // namespace
+
+TEST_CASE("bwd-decode: one query row, keys off the block, D 8..1024, B > 1", "[gpu]") {
+  if (!ampere_or_later()) return;
+  for (Dtype dt : kTypes)
+    for (int D : {8, 64, 136, 320, 512, 1024}) {
+      expect_close(make(1, 1, 1, 1, 1, D, dt));
+      expect_close(make(2, 4, 4, 1, 333, D, dt));
+    }
+}
+
+TEST_CASE("bwd-decode: GQA and MQA groups, a few rows (group x Nq up to 16)", "[gpu]") {
+  if (!ampere_or_later()) return;
+  for (Dtype dt : kTypes)
+    for (int D : {64, 512}) {
+      expect_close(make(2, 8, 2, 1, 200, D, dt));   // 4 rows
+      expect_close(make(1, 16, 1, 1, 130, D, dt));  // MQA: 16 rows
+      expect_close(make(2, 4, 2, 5, 77, D, dt));    // 10 rows, 5 query rows each
+      expect_close(make(1, 4, 4, 16, 100, D, dt));  // 16 query rows
+    }
+}
+
+TEST_CASE("bwd-decode: causal, both alignments", "[gpu]") {
+  if (!ampere_or_later()) return;
+  for (Causal causal : {Causal::bottom_right, Causal::top_left})
+    for (int D : {64, 320}) {
+      Problem p = make(2, 4, 2, 6, 150, D);
+      p.causal = causal;
+      expect_close(p);
+      p = make(1, 2, 2, 9, 5, D);  // Nq > Nkv: rows without gradient
+      p.causal = causal;
+      expect_close(p);
+    }
+}
+
+TEST_CASE("bwd-decode: dropout replays the forward's Philox stream", "[gpu]") {
+  if (!ampere_or_later()) return;
+  for (Dtype dt : kTypes) {
+    Problem p = make(2, 8, 2, 1, 300, 512, dt);
+    p.dropout = 0.1;
+    expect_close(p);
+    p.causal = Causal::bottom_right;
+    p.shape.Nq = 3;
+    expect_close(p, bwd_decode::Config{64});
+  }
+}
+
+TEST_CASE("bwd-decode: additive bias in every shape and dtype, with dBias", "[gpu]") {
+  if (!ampere_or_later()) return;
+  for (Dtype dt : kTypes)
+    for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
+      for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
+        Problem p = make(2, 4, 2, 3, 97, 320, dt);
+        p.mask = m;
+        p.mask_dtype = md;
+        expect_close(p);
+        p.dropout = 0.1;
+        p.causal = Causal::bottom_right;
+        expect_close(p);
+      }
+}
+
+TEST_CASE("bwd-decode: both kb", "[gpu]") {
+  if (!ampere_or_later()) return;
+  for (int kb : {32, 64})
+    for (int D : {64, 512}) expect_close(make(2, 8, 4, 2, 257, D), bwd_decode::Config{kb});
+}
+
+TEST_CASE("bwd-decode: the variant through AttnTensors passes the runner's FA3-rule check",
+          "[gpu]") {
+  if (!ampere_or_later()) return;
+  auto v = make_ffpa_bwd_decode();
+  const Problem dec = make(1, 16, 4, 1, 3000, 320, Dtype::fp16);
+  const Problem odd = make(2, 4, 4, 3, 301, 136);
+  expect_backward_variant_passes(*v, {dec, odd});
+}
+
+TEST_CASE("bwd-decode timings", "[.][bench]") {
+  if (!ampere_or_later()) return;
+  for (int D : {512, 1024}) {
+    const Problem dec = make(1, 32, 32, 1, 8192, D);
+    for (int kb : {32, 64})
+      bench_backward("decode", dec, "decode kb=" + std::to_string(kb),
+                     [&](AttnTensors& t, const gpu::DeviceInfo& dev) {
+                       return bwd_decode::bind(dec, bwd_decode::Config{kb}, t.bwd_params(), dev);
+                     });
+    bench_backward("decode", dec, "sm80 default", [&](AttnTensors& t, const gpu::DeviceInfo& dev) {
+      return bwd::bind(dec, bwd::default_config(dec), t.bwd_params(), dev);
+    });
+  }
+}
