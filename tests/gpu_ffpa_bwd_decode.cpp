@@ -87,11 +87,11 @@ TEST_CASE("bwd-decode: dropout replays the forward's Philox stream", "[gpu]") {
 TEST_CASE("bwd-decode: additive bias in every shape and dtype, with dBias", "[gpu]") {
   if (!ampere_or_later()) return;
   for (Dtype dt : kTypes)
-    for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
-      for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
+    for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full})
+      for (BiasDtype md : {BiasDtype::fp32, BiasDtype::input}) {
         Problem p = make(2, 4, 2, 3, 97, 320, dt);
-        p.mask = m;
-        p.mask_dtype = md;
+        p.bias = m;
+        p.bias_dtype = md;
         expect_close(p);
         p.dropout = 0.1;
         p.causal = Causal::bottom_right;

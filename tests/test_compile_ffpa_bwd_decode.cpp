@@ -54,10 +54,10 @@ TEST_CASE("bwd-decode configurations compile without spills", "[nvrtc][bwd-decod
         Problem p = decode_problem(D, Causal::bottom_right);
         p.dropout = 0.1;
         compile_clean(c, bwd::Features::of(p), arch);
-        for (MaskKind m : {MaskKind::key, MaskKind::query_key, MaskKind::full})
-          for (MaskDtype md : {MaskDtype::fp32, MaskDtype::input}) {
-            p.mask = m;
-            p.mask_dtype = md;
+        for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full})
+          for (BiasDtype md : {BiasDtype::fp32, BiasDtype::input}) {
+            p.bias = m;
+            p.bias_dtype = md;
             compile_clean(c, bwd::Features::of(p), arch);
           }
       }
