@@ -4,22 +4,36 @@
 // (ffpa_bwd_aux.cuh) around ffpa_bwd_decode_kernel.
 //
 // Why: with one query row the tensor-core backwards run one query tile per key tile, mostly
-// empty (1 of 64 rows), and the work is a stream: read K and V once, write dK and dV once. Here a
-// block takes KB keys of one kv head and batch with every query row of the group, which fits in
-// shared memory, so dK and dV are complete in the block (no atomics, GQA summed inside) and the
-// grid has Nkv / KB x Hkv x B blocks to fill the SMs.
+// empty (1 of 64 rows), and the work is a stream: read K and V once, write dK and dV once. A
+// block takes every query row of one kv head's group (at most 16) and a contiguous range of that
+// head's keys, streamed in tiles of KB keys through a STAGES-deep cp.async pipeline (tiles j + 1
+// .. j + STAGES - 1 load while tile j is computed and its dK, dV are stored). dK and dV of a key
+// are complete in its tile (every row of the group is in the block: no atomics, GQA summed
+// inside); dQ of the rows is summed over the block's whole key range in registers and added to
+// dq_accum once at the end, so an address sees one atomic add per block of its head (gridDim.x).
+//
+// Grid: (splits, Hkv, B). Block x takes tiles [x T / splits, (x + 1) T / splits) of the head's
+// T = ceil(Nkv / KB) tiles (balanced: every block at least one tile when splits <= T); the host
+// picks splits so that the grid fills the GPU in whole waves (src/variants/ffpa_bwd_decode.cpp).
 //
 // The configuration comes in as macros (src/variants/ffpa_bwd_decode.cpp sets them):
-//   FFPA_D   head dim (a multiple of 8, at most 1024)
-//   FFPA_KB  keys of a block: 32 or 64
+//   FFPA_D       head dim (a multiple of 8, at most 1024)
+//   FFPA_KB      keys of a tile: 16, 32 or 64
+//   FFPA_STAGES  tiles in flight: 2 or 3
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh
 //
-// Per block (128 threads): K, V of its keys and Q, dO of the group's rows into shared memory
-// (cp.async, zero past the rows, keys and D); S and dP (thread: one key, rows w, w + 128 / KB,
-// ...: a warp reads 32 keys' granules and broadcasts the rows'); P, dS per element into shared
-// memory (masks, bias, dropout with the forward's Philox elements, dBias); dV, dK per key and
-// 8-column granule (lanes on consecutive granules: coalesced 16-byte stores); dQ per row and
-// granule, added to dq_accum with fp32 atomics.
+// Per tile (256 threads, 8 warps):
+//  - S and dP: a warp takes 8 keys (a key octet) and a row group; its lanes are 4 chunks x 8 keys
+//    (lane = chunk * 8 + key), a chunk takes the granules g = chunk (mod 4), so the 8 lanes of a
+//    shared-memory phase read 8 keys' granules (distinct banks through the row pad) and the rows'
+//    granules are broadcast; the 4 chunks are summed with two shuffles.
+//  - P, dS per element (the 4 chunk lanes share a key's rows): masks, bias, dropout with the
+//    forward's Philox elements, dBias; into shared memory.
+//  - dV, dK per key and 8-column granule (lanes on consecutive granules: coalesced 16-byte
+//    stores), then the tile's share of dQ per (row, granule) into registers; with fewer
+//    (row, granule) pairs than threads, threads split the tile's keys and the block sums the
+//    parts once at the end.
+//  - Causal: a tile past every row's last key is not loaded; its dK, dV are stored as zeros.
 #pragma once
 
 #include "ffpa_bwd_aux.cuh"
@@ -32,17 +46,23 @@ using namespace ffpa_dev;
 
 constexpr int D = FFPA_D;
 constexpr int KB = FFPA_KB;
+constexpr int ST = FFPA_STAGES;
 constexpr int R = ffpa_layout::BwdDecode::kRows;
 constexpr int NT = ffpa_layout::BwdDecode::kThreads;
-constexpr int G = D / 8;         // 16-byte granules of a row
-constexpr int RT = R * KB / NT;  // rows of a thread in S and dP
-constexpr ffpa_layout::BwdDecode LAYOUT = ffpa_layout::bwd_decode_layout(D, KB);
-constexpr int DS = LAYOUT.stride;
+constexpr int G = D / 8;                   // 16-byte granules of a row
+constexpr int KO = KB / 8;                 // key octets of a tile
+constexpr int NRG = NT / 32 / KO;          // row groups of S and dP (warps of a key octet)
+constexpr int RJ = R / NRG;                // rows of a thread in S and dP
+constexpr int QS = (R * G + NT - 1) / NT;  // (row, granule) pairs of dQ a thread holds at most
+// Two blocks an SM at D <= 512 (128 registers a thread); one (8 warps) above.
+constexpr int MIN_BLOCKS = D <= 512 ? 2 : 1;
 constexpr float LOG2E = 1.4426950408889634f;
 #define POS_INF __int_as_float(0x7f800000u)
 
 static_assert(D % 8 == 0 && D <= 1024, "D: a multiple of 8, at most 1024");
-static_assert(KB == 32 || KB == 64, "32 or 64 keys a block");
+static_assert(KB == 16 || KB == 32 || KB == 64, "16, 32 or 64 keys a tile");
+static_assert(ST == 2 || ST == 3, "2 or 3 stages");
+static_assert(NRG >= 1 && RJ >= 4 && R % NRG == 0, "the S phase's warps: key octets x row groups");
 
 __device__ __forceinline__ void unpack8(uint4 x, float (&f)[8]) {
   const u32 w[4] = {x.x, x.y, x.z, x.w};
@@ -57,51 +77,77 @@ __device__ __forceinline__ uint4 pack8(const float (&f)[8], float s) {
                     pack2(f[6] * s, f[7] * s));
 }
 
+// dst[0..7] += v * scale (fp32, dst 32-byte aligned): two vector reductions on sm_90, eight
+// scalar atomics (zeros skipped) before.
+__device__ __forceinline__ void add8(float* dst, const float (&v)[8], float scale) {
+#if __CUDA_ARCH__ >= 900
+  red_add4(dst, make_float4(v[0], v[1], v[2], v[3]), scale);
+  red_add4(dst + 4, make_float4(v[4], v[5], v[6], v[7]), scale);
+#else
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    if (v[e] != 0.f) atomicAdd(dst + e, v[e] * scale);
+#endif
+}
+
 }  // namespace ffpa_bwd_dec
 
-extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec::NT)
+extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec::NT, ffpa_bwd_dec::MIN_BLOCKS)
     ffpa_bwd_decode_kernel(const FfpaBwdParams p) {
   using namespace ffpa_bwd_dec;
   const FfpaFwdParams& f = p.fwd;
   extern __shared__ __align__(16) unsigned char smem[];
-  const u16* sK = reinterpret_cast<const u16*>(smem + LAYOUT.k);
-  const u16* sV = reinterpret_cast<const u16*>(smem + LAYOUT.v);
-  const u16* sQ = reinterpret_cast<const u16*>(smem + LAYOUT.q);
-  const u16* sO = reinterpret_cast<const u16*>(smem + LAYOUT.o);
-  float* sPd = reinterpret_cast<float*>(smem + LAYOUT.pd);  // [R][KB]
-  float* sDs = reinterpret_cast<float*>(smem + LAYOUT.ds);
-  float* sRow = reinterpret_cast<float*>(smem + LAYOUT.rows);  // lse * log2(e) [R], delta [R]
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int kvh = blockIdx.y, b = blockIdx.z;
+  const int rows = f.group * f.Nq;  // the host refuses more than R
+  const ffpa_layout::BwdDecode L = ffpa_layout::bwd_decode_layout(D, KB, ST, rows);
+  const int DS = L.stride;
+  const u16* sQ = reinterpret_cast<const u16*>(smem + L.q);
+  const u16* sO = reinterpret_cast<const u16*>(smem + L.o);
+  float* sPd = reinterpret_cast<float*>(smem + L.pd);  // [rows][KB]
+  float* sDs = reinterpret_cast<float*>(smem + L.ds);
+  float* sRow = reinterpret_cast<float*>(smem + L.stats);  // lse * log2(e) [R], delta [R]
 
-  const int tid = threadIdx.x;
-  const int n0 = blockIdx.x * KB, kvh = blockIdx.y, b = blockIdx.z;
-  const int rows = f.group * f.Nq;                       // the host refuses more than R
   const int diag = FFPA_CAUSAL == 1 ? f.Nkv - f.Nq : 0;  // row r sees keys k <= r + diag
+  // The last key any row sees: a tile starting past it has P = dS = 0.
+  const int last_key = FFPA_CAUSAL ? f.Nq - 1 + diag : f.Nkv - 1;
   // Packed row i: q head kvh * group + i / Nq, query row i % Nq.
   auto hq_of = [&](int i) { return kvh * f.group + i / f.Nq; };
 
-  {
-    const u16* kb = static_cast<const u16*>(f.k) + b * f.k_batch_stride + kvh * f.k_head_stride;
-    const u16* vb = static_cast<const u16*>(f.v) + b * f.v_batch_stride + kvh * f.v_head_stride;
+  // This block's tiles: a balanced share of the head's.
+  const int ntiles = (f.Nkv + KB - 1) / KB;
+  const int t0 = (int)((long long)blockIdx.x * ntiles / gridDim.x);
+  const int nt = (int)((long long)(blockIdx.x + 1) * ntiles / gridDim.x) - t0;
+
+  const u16* kg = static_cast<const u16*>(f.k) + b * f.k_batch_stride + kvh * f.k_head_stride;
+  const u16* vg = static_cast<const u16*>(f.v) + b * f.v_batch_stride + kvh * f.v_head_stride;
+  // Tile t into stage s (zero past Nkv); nothing for a tile no row sees.
+  auto load_tile = [&](int t, int s) {
+    const int n0 = t * KB;
+    if (FFPA_CAUSAL && n0 > last_key) return;
+    unsigned char* sk = smem + s * 2 * L.kv;
     for (int idx = tid; idx < KB * G; idx += NT) {
       const int row = idx / G, g = idx % G, key = n0 + row;
       const bool ok = key < f.Nkv;
       const u32 off = (row * DS + g * 8) * 2;
-      cp_async16(smem_u32(smem + LAYOUT.k + off), ok ? kb + key * f.k_row_stride + g * 8 : kb, ok);
-      cp_async16(smem_u32(smem + LAYOUT.v + off), ok ? vb + key * f.v_row_stride + g * 8 : vb, ok);
+      cp_async16(smem_u32(sk + off), ok ? kg + key * f.k_row_stride + g * 8 : kg, ok);
+      cp_async16(smem_u32(sk + L.kv + off), ok ? vg + key * f.v_row_stride + g * 8 : vg, ok);
     }
+  };
+
+  // The group's rows of Q and dO, lse and delta: once, with the first tile.
+  {
     const u16* qb = static_cast<const u16*>(f.q) + b * f.q_batch_stride;
     const u16* ob = static_cast<const u16*>(p.dout) + b * p.do_batch_stride;
-    for (int idx = tid; idx < R * G; idx += NT) {
+    for (int idx = tid; idx < rows * G; idx += NT) {
       const int i = idx / G, g = idx % G;
-      const bool ok = i < rows;
       const int hq = hq_of(i), r = i % f.Nq;
       const u32 off = (i * DS + g * 8) * 2;
-      const u16* q = qb + hq * f.q_head_stride + r * f.q_row_stride + g * 8;
-      const u16* o = ob + hq * p.do_head_stride + r * p.do_row_stride + g * 8;
-      cp_async16(smem_u32(smem + LAYOUT.q + off), ok ? q : qb, ok);
-      cp_async16(smem_u32(smem + LAYOUT.o + off), ok ? o : ob, ok);
+      cp_async16(smem_u32(smem + L.q + off), qb + hq * f.q_head_stride + r * f.q_row_stride + g * 8,
+                 true);
+      cp_async16(smem_u32(smem + L.o + off),
+                 ob + hq * p.do_head_stride + r * p.do_row_stride + g * 8, true);
     }
-    cp_async_commit();
     if (tid < R) {
       float l = POS_INF, dl = 0.f;
       if (tid < rows) {
@@ -113,128 +159,195 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec::NT)
       sRow[tid] = l;
       sRow[R + tid] = dl;
     }
-    cp_async_wait<0>();
-    __syncthreads();
+  }
+#pragma unroll
+  for (int s = 0; s < ST - 1; ++s) {
+    if (s < nt) load_tile(t0 + s, s);
+    cp_async_commit();
   }
 
-  // S and dP of key kk and the thread's rows i0 + j (NT / KB) (warp-uniform: a warp's lanes are
-  // 32 keys of the same rows, so the rows' granules are broadcast).
-  {
-    const int kk = tid % KB, i0 = tid / KB;
-    float s[RT], dp[RT];
+  // dQ: (row, granule) pairs; with fewer pairs than threads, ksp threads split a pair's keys.
+  const int P = rows * G;
+  const int ksp = P >= NT ? 1 : min(KB, NT / P);
+  float dq[QS][8];
 #pragma unroll
-    for (int j = 0; j < RT; ++j) s[j] = dp[j] = 0.f;
-    const uint4* kr = reinterpret_cast<const uint4*>(sK + kk * DS);
-    const uint4* vr = reinterpret_cast<const uint4*>(sV + kk * DS);
+  for (int q = 0; q < QS; ++q)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) dq[q][e] = 0.f;
+
+  u16* dkb = static_cast<u16*>(p.dk) + b * p.dk_batch_stride + kvh * p.dk_head_stride;
+  u16* dvb = static_cast<u16*>(p.dv) + b * p.dv_batch_stride + kvh * p.dv_head_stride;
+
+  for (int j = 0; j < nt; ++j) {
+    const int n0 = (t0 + j) * KB;
+    const bool live = !FFPA_CAUSAL || n0 <= last_key;
+    // Tile j has landed (ST - 2 later groups may be pending) and every thread is past tile
+    // j - 1: its stage takes tile j + ST - 1.
+    cp_async_wait<ST - 2>();
+    __syncthreads();
+    if (j + ST - 1 < nt) load_tile(t0 + j + ST - 1, (j + ST - 1) % ST);
+    cp_async_commit();
+    const u16* sK = reinterpret_cast<const u16*>(smem + (j % ST) * 2 * L.kv);
+    const u16* sV = reinterpret_cast<const u16*>(smem + (j % ST) * 2 * L.kv + L.kv);
+
+    // S and dP of key kk and rows rg + NRG jj, summed over the lane's chunk of granules.
+    {
+      const int c = lane >> 3, kk = (warp % KO) * 8 + (lane & 7), rg = warp / KO;
+      float s[RJ], dp[RJ];
+#pragma unroll
+      for (int jj = 0; jj < RJ; ++jj) s[jj] = dp[jj] = 0.f;
+      if (live && rg < rows) {
+        const uint4* kr = reinterpret_cast<const uint4*>(sK + kk * DS);
+        const uint4* vr = reinterpret_cast<const uint4*>(sV + kk * DS);
 #pragma unroll 2
-    for (int g = 0; g < G; ++g) {
-      float k8[8], v8[8];
-      unpack8(kr[g], k8);
-      unpack8(vr[g], v8);
+        for (int g = c; g < G; g += 4) {
+          float k8[8], v8[8];
+          unpack8(kr[g], k8);
+          unpack8(vr[g], v8);
 #pragma unroll
-      for (int j = 0; j < RT; ++j) {
-        const int i = i0 + j * (NT / KB);
-        if (i >= rows) break;
-        float q8[8], o8[8];
-        unpack8(reinterpret_cast<const uint4*>(sQ + i * DS)[g], q8);
-        unpack8(reinterpret_cast<const uint4*>(sO + i * DS)[g], o8);
+          for (int jj = 0; jj < RJ; ++jj) {
+            const int i = rg + jj * NRG;
+            if (i < rows) {
+              float q8[8], o8[8];
+              unpack8(reinterpret_cast<const uint4*>(sQ + i * DS)[g], q8);
+              unpack8(reinterpret_cast<const uint4*>(sO + i * DS)[g], o8);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          s[j] = fmaf(q8[e], k8[e], s[j]);
-          dp[j] = fmaf(o8[e], v8[e], dp[j]);
+              for (int e = 0; e < 8; ++e) {
+                s[jj] = fmaf(q8[e], k8[e], s[jj]);
+                dp[jj] = fmaf(o8[e], v8[e], dp[jj]);
+              }
+            }
+          }
         }
-      }
-    }
-    // P, dS of the elements (masked: past Nkv, causal; a row past the group or without
-    // gradient has P = 0).
-    const int key = n0 + kk;
 #pragma unroll
-    for (int j = 0; j < RT; ++j) {
-      const int i = i0 + j * (NT / KB);  // < R: RT rows NT / KB apart
-      float pr = 0.f, pd = 0.f, ds = 0.f;
-      if (i < rows && key < f.Nkv) {
-        const int hq = hq_of(i), r = i % f.Nq;
-        const bool masked = FFPA_CAUSAL && key > r + diag;
-        float x = s[j] * f.scale_log2 - sRow[i];
+        for (int jj = 0; jj < RJ; ++jj)
+          if (rg + jj * NRG < rows) {  // warp-uniform
+            s[jj] += __shfl_xor_sync(0xffffffffu, s[jj], 8);
+            s[jj] += __shfl_xor_sync(0xffffffffu, s[jj], 16);
+            dp[jj] += __shfl_xor_sync(0xffffffffu, dp[jj], 8);
+            dp[jj] += __shfl_xor_sync(0xffffffffu, dp[jj], 16);
+          }
+      }
+      // P, dS of the elements, row jj by chunk lane jj % 4 (masked: past Nkv, causal; a row
+      // without gradient has P = 0).
+      const int key = n0 + kk;
+#pragma unroll
+      for (int jj = 0; jj < RJ; ++jj) {
+        const int i = rg + jj * NRG;
+        if (i >= rows || (jj & 3) != c) continue;
+        float pd = 0.f, ds = 0.f;
+        if (key < f.Nkv) {
+          const int hq = hq_of(i), r = i % f.Nq;
+          const bool masked = FFPA_CAUSAL && key > r + diag;
+          float x = s[jj] * f.scale_log2 - sRow[i];
 #if FFPA_BIAS
-        x += bias_at(f, b * f.bias_batch_stride + hq * f.bias_head_stride +
-                            (long long)r * f.bias_row_stride + key) *
-             LOG2E;
+          x += bias_at(f, b * f.bias_batch_stride + hq * f.bias_head_stride +
+                              (long long)r * f.bias_row_stride + key) *
+               LOG2E;
 #endif
-        pr = masked ? 0.f : exp2f(x);
-        pd = pr;
+          const float pr = masked ? 0.f : exp2f(x);
+          pd = pr;
 #if FFPA_DROPOUT
-        FfpaDropoutStream st;
-        st.init(f.dropout_seed);
-        const unsigned long long g =
-            f.dropout_offset + (((unsigned long long)b * f.Hq + hq) * f.Nq + r) * f.Nkv + key;
-        pd = st.uniform(g) > f.dropout_p ? pr * f.dropout_scale : 0.f;
-        ds = pd * dp[j] - pr * sRow[R + i];
+          FfpaDropoutStream st;
+          st.init(f.dropout_seed);
+          const unsigned long long g =
+              f.dropout_offset + (((unsigned long long)b * f.Hq + hq) * f.Nq + r) * f.Nkv + key;
+          pd = st.uniform(g) > f.dropout_p ? pr * f.dropout_scale : 0.f;
+          ds = pd * dp[jj] - pr * sRow[R + i];
 #else
-        ds = pr * (dp[j] - sRow[R + i]);
+          ds = pr * (dp[jj] - sRow[R + i]);
 #endif
 #if FFPA_DBIAS >= 2
-        put_dbias(p, b, hq, r, key, ds);
+          put_dbias(p, b, hq, r, key, ds);
 #endif
+        }
+        sPd[i * KB + kk] = pd;
+        sDs[i * KB + kk] = ds;
       }
-      sPd[i * KB + kk] = pd;
-      sDs[i * KB + kk] = ds;
     }
-  }
-  __syncthreads();
+    __syncthreads();
 
 #if FFPA_DBIAS == 1
-  // A key bias [1,1,1,Nkv]: dBias of a key is the sum of its column of dS over every row.
-  if (tid < KB && n0 + tid < f.Nkv) {
-    float c = 0.f;
-    for (int i = 0; i < rows; ++i) c += sDs[i * KB + tid];
-    atomicAdd(p.dbias_accum + n0 + tid, c);
-  }
+    // A key bias [1,1,1,Nkv]: dBias of a key is the sum of its column of dS over every row.
+    if (live && tid < KB && n0 + tid < f.Nkv) {
+      float cs = 0.f;
+      for (int i = 0; i < rows; ++i) cs += sDs[i * KB + tid];
+      atomicAdd(p.dbias_accum + n0 + tid, cs);
+    }
 #endif
 
-  // dV = Pd^T dO and dK = scale dS^T Q of key kk, granule g: complete here (every row of the
-  // group is in the block).
-  {
-    u16* dkb = static_cast<u16*>(p.dk) + b * p.dk_batch_stride + kvh * p.dk_head_stride;
-    u16* dvb = static_cast<u16*>(p.dv) + b * p.dv_batch_stride + kvh * p.dv_head_stride;
+    // dV = Pd^T dO and dK = scale dS^T Q of key kk, granule g: complete here.
     for (int idx = tid; idx < KB * G; idx += NT) {
       const int kk = idx / G, g = idx % G, key = n0 + kk;
       if (key >= f.Nkv) continue;
       float dk[8], dv[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) dk[e] = dv[e] = 0.f;
-      for (int i = 0; i < rows; ++i) {
-        const float pd = sPd[i * KB + kk], ds = sDs[i * KB + kk];
-        float q8[8], o8[8];
-        unpack8(reinterpret_cast<const uint4*>(sQ + i * DS)[g], q8);
-        unpack8(reinterpret_cast<const uint4*>(sO + i * DS)[g], o8);
+      if (live)
+        for (int i = 0; i < rows; ++i) {
+          const float pd = sPd[i * KB + kk], ds = sDs[i * KB + kk];
+          float q8[8], o8[8];
+          unpack8(reinterpret_cast<const uint4*>(sQ + i * DS)[g], q8);
+          unpack8(reinterpret_cast<const uint4*>(sO + i * DS)[g], o8);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          dv[e] = fmaf(pd, o8[e], dv[e]);
-          dk[e] = fmaf(ds, q8[e], dk[e]);
+          for (int e = 0; e < 8; ++e) {
+            dv[e] = fmaf(pd, o8[e], dv[e]);
+            dk[e] = fmaf(ds, q8[e], dk[e]);
+          }
         }
-      }
       *reinterpret_cast<uint4*>(dkb + key * p.dk_row_stride + g * 8) = pack8(dk, f.scale);
       *reinterpret_cast<uint4*>(dvb + key * p.dv_row_stride + g * 8) = pack8(dv, 1.f);
     }
+
+    // The tile's share of dQ: pair u % P (row i, granule g), keys u / P (mod ksp).
+    if (live) {
+#pragma unroll
+      for (int q = 0; q < QS; ++q) {
+        const int u = tid + q * NT;
+        if (u < P * ksp) {
+          const int pair = u % P, i = pair / G, g = pair % G;
+          for (int kk = u / P; kk < KB; kk += ksp) {
+            const float ds = sDs[i * KB + kk];
+            float k8[8];
+            unpack8(reinterpret_cast<const uint4*>(sK + kk * DS)[g], k8);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) dq[q][e] = fmaf(ds, k8[e], dq[q][e]);
+          }
+        }
+      }
+    }
   }
 
-  // dQ of row i, granule g: this block's keys' share, added to dq_accum ([B, Hq, Nq, D]).
-  for (int idx = tid; idx < rows * G; idx += NT) {
-    const int i = idx / G, g = idx % G;
-    float dq[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) dq[e] = 0.f;
-    for (int kk = 0; kk < KB; ++kk) {
-      const float ds = sDs[i * KB + kk];
-      float k8[8];
-      unpack8(reinterpret_cast<const uint4*>(sK + kk * DS)[g], k8);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) dq[e] = fmaf(ds, k8[e], dq[e]);
+  // dQ of the block's keys into dq_accum ([B, Hq, Nq, D]), scaled: once a block. With ksp > 1
+  // the key parts are summed first through the (now idle) stage buffers.
+  cp_async_wait<0>();
+  auto dq_dst = [&](int pair) {
+    const int i = pair / G, g = pair % G;
+    return p.dq_accum + (((long long)b * f.Hq + hq_of(i)) * f.Nq + i % f.Nq) * D + g * 8;
+  };
+  if (ksp > 1) {  // block-uniform; then P * ksp <= NT: slot 0 only
+    float* scratch = reinterpret_cast<float*>(smem);
+    __syncthreads();
+    if (tid < P * ksp) {
+      float4* w = reinterpret_cast<float4*>(scratch + tid * 8);
+      w[0] = make_float4(dq[0][0], dq[0][1], dq[0][2], dq[0][3]);
+      w[1] = make_float4(dq[0][4], dq[0][5], dq[0][6], dq[0][7]);
     }
-    float* dst = p.dq_accum + (((long long)b * f.Hq + hq_of(i)) * f.Nq + i % f.Nq) * D + g * 8;
+    __syncthreads();
+    if (tid < P) {
+      float sum[8];
 #pragma unroll
-    for (int e = 0; e < 8; ++e)
-      if (dq[e] != 0.f) atomicAdd(dst + e, dq[e] * f.scale);
+      for (int e = 0; e < 8; ++e) sum[e] = 0.f;
+      for (int ph = 0; ph < ksp; ++ph)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sum[e] += scratch[(ph * P + tid) * 8 + e];
+      add8(dq_dst(tid), sum, f.scale);
+    }
+  } else {
+#pragma unroll
+    for (int q = 0; q < QS; ++q) {
+      const int u = tid + q * NT;
+      if (u < P) add8(dq_dst(u), dq[q], f.scale);
+    }
   }
 }

@@ -1,11 +1,13 @@
-// NVRTC compiles the decode backward (ffpa-bwd-decode) without a GPU, for sm_90a and sm_80: the
-// default configuration and kb = 64 at D in {64, 136, 320, 512, 1024}, both dtypes, both causal
-// alignments, dropout and each bias shape, must not spill and must not use a stack frame. Its
-// checks and support surface (decode rows only) are read here too.
+// NVRTC compiles the decode backward (ffpa-bwd-decode) without a GPU, for sm_90a and sm_80: at D
+// in {64, 136, 320, 512, 1024} the default configuration with both dtypes, both causal
+// alignments, dropout and each bias shape, and every other (kb, stages) that fits, plain and with
+// every feature, must not spill and must not use a stack frame. Its checks, support surface
+// (decode rows only) and the host's choice of splits are read here too.
 #include <catch2/catch.hpp>
 
 #include <string>
 
+#include "ffpa_bwd_decode_layout.h"
 #include "ffpa_support.hpp"
 #include "gpu/nvrtc.hpp"
 #include "support.hpp"
@@ -41,39 +43,72 @@ void compile_clean(const bwd_decode::Config& c, const bwd::Features& f, const st
 TEST_CASE("bwd-decode configurations compile without spills", "[nvrtc][bwd-decode]") {
   test::FreshCache cache;
   for (const char* arch : {"sm_90a", "sm_80"})
-    for (int D : {64, 136, 320, 512, 1024})
-      for (int kb : {32, 64}) {
-        const bwd_decode::Config c{kb};
-        if (!bwd_decode::check(c, D, 227 * 1024).ok()) continue;
-        for (Causal causal : {Causal::none, Causal::bottom_right, Causal::top_left})
-          for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
-            Problem p = decode_problem(D, causal);
-            p.dtype = dt;
-            compile_clean(c, bwd::Features::of(p), arch);
-          }
-        Problem p = decode_problem(D, Causal::bottom_right);
-        p.dropout = 0.1;
-        compile_clean(c, bwd::Features::of(p), arch);
-        for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full})
-          for (BiasDtype md : {BiasDtype::fp32, BiasDtype::input}) {
-            p.bias = m;
-            p.bias_dtype = md;
-            compile_clean(c, bwd::Features::of(p), arch);
-          }
-      }
+    for (int D : {64, 136, 320, 512, 1024}) {
+      // The default configuration with every feature.
+      const bwd_decode::Config def = bwd_decode::default_config(decode_problem(D));
+      for (Causal causal : {Causal::none, Causal::bottom_right, Causal::top_left})
+        for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
+          Problem p = decode_problem(D, causal);
+          p.dtype = dt;
+          compile_clean(def, bwd::Features::of(p), arch);
+        }
+      Problem p = decode_problem(D, Causal::bottom_right);
+      p.dropout = 0.1;
+      compile_clean(def, bwd::Features::of(p), arch);
+      for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full})
+        for (BiasDtype md : {BiasDtype::fp32, BiasDtype::input}) {
+          p.bias = m;
+          p.bias_dtype = md;
+          compile_clean(def, bwd::Features::of(p), arch);
+        }
+      // Every other configuration that fits: plain, and with the most registers (causal,
+      // dropout, a full bias with dBias).
+      for (int kb : {16, 32, 64})
+        for (int stages : {2, 3}) {
+          const bwd_decode::Config c{kb, stages};
+          if (!bwd_decode::check(c, D, 227 * 1024).ok()) continue;
+          compile_clean(c, bwd::Features::of(decode_problem(D)), arch);
+          Problem q = decode_problem(D, Causal::top_left);
+          q.dropout = 0.1;
+          q.bias = BiasKind::full;
+          compile_clean(c, bwd::Features::of(q), arch);
+        }
+    }
 }
 
 TEST_CASE("bwd-decode configuration checks and support surface", "[bwd-decode]") {
   const int smem = 227 * 1024;
-  bwd_decode::Config c;  // kb = 32
+  bwd_decode::Config c;  // kb = 16, two stages
   for (int D : {8, 64, 320, 512, 1024}) CHECK(bwd_decode::check(c, D, smem).ok());
+  for (int D : {8, 64, 320, 512, 1024})
+    CHECK(bwd_decode::check(bwd_decode::default_config(decode_problem(D)), D, smem).ok());
+  CHECK(bwd_decode::default_config(decode_problem(512)).stages == 3);
+  CHECK(bwd_decode::default_config(decode_problem(1024)).stages == 2);
   CHECK_THAT(bwd_decode::check(c, 1032, smem).reason, Catch::Contains("at most 1024"));
   CHECK_THAT(bwd_decode::check(c, 100, smem).reason, Catch::Contains("multiple of 8"));
-  c.kb = 64;
+  c.stages = 3;
   CHECK(bwd_decode::check(c, 512, smem).ok());
   CHECK_THAT(bwd_decode::check(c, 1024, smem).reason, Catch::Contains("shared memory"));
+  c.stages = 4;
+  CHECK_THAT(bwd_decode::check(c, 512, smem).reason, Catch::Contains("stages is 2 or 3"));
+  c = bwd_decode::Config{32, 2};
+  CHECK(bwd_decode::check(c, 512, smem).ok());
+  CHECK_THAT(bwd_decode::check(c, 1024, smem).reason, Catch::Contains("shared memory"));
+  c.stages = 3;
+  CHECK(bwd_decode::check(c, 320, smem).ok());
+  CHECK_THAT(bwd_decode::check(c, 512, smem).reason, Catch::Contains("shared memory"));
+  c = bwd_decode::Config{64, 2};
+  CHECK(bwd_decode::check(c, 320, smem).ok());
+  CHECK_THAT(bwd_decode::check(c, 512, smem).reason, Catch::Contains("shared memory"));
   c.kb = 48;
-  CHECK_THAT(bwd_decode::check(c, 512, smem).reason, Catch::Contains("kb is 32 or 64"));
+  CHECK_THAT(bwd_decode::check(c, 512, smem).reason, Catch::Contains("kb is 16, 32 or 64"));
+  c = bwd_decode::Config{};
+  c.splits = -1;
+  CHECK_THAT(bwd_decode::check(c, 512, smem).reason, Catch::Contains("splits"));
+  // splits is the host's: it is no macro of the kernel (one cubin for every count).
+  c.splits = 8;
+  const bwd::Features ft = bwd::Features::of(decode_problem(512));
+  CHECK(bwd_decode::nvrtc_options(c, ft) == bwd_decode::nvrtc_options(bwd_decode::Config{}, ft));
 
   auto v = make_ffpa_bwd_decode();
   CHECK(v->name() == "ffpa-bwd-decode");
@@ -91,6 +126,33 @@ TEST_CASE("bwd-decode configuration checks and support surface", "[bwd-decode]")
   gpu::DeviceInfo volta = h200();
   volta.sm_major = 7;
   CHECK_FALSE(v->supports(decode_problem(512), v->default_knobs(decode_problem(512)), volta).ok());
+}
+
+TEST_CASE("bwd-decode fills the GPU in whole waves", "[bwd-decode]") {
+  gpu::DeviceInfo dev = h200();
+  dev.regs_per_sm = 65536;
+  // D = 512, one row, kb = 16, three stages: ~100 KB, two blocks an SM at <= 128 registers.
+  const int smem = ffpa_layout::bwd_decode_layout(512, 16, 3, 1).bytes;
+  CHECK(bwd_decode::resident_blocks(smem, 128, dev) == 2);
+  CHECK(bwd_decode::resident_blocks(smem, 168, dev) == 1);  // registers bound
+  CHECK(bwd_decode::resident_blocks(smem, 0, dev) == 2);
+  CHECK(bwd_decode::resident_blocks(ffpa_layout::bwd_decode_layout(512, 16, 2, 1).bytes, 64, dev) ==
+        3);
+  // H=32, B=1, Nkv=8192: 512 tiles a head on 132 x 2 slots: 8 splits (256 blocks, one wave).
+  const int64_t slots = int64_t{dev.sm_count} * 2;
+  CHECK(bwd_decode::auto_splits(32, 512, 3, slots) == 8);
+  // A grid that already fills the GPU keeps whole heads a block.
+  CHECK(bwd_decode::auto_splits(4 * slots, 512, 3, slots) == 1);
+  // One head: as many blocks as slots allow, never more than its tiles.
+  CHECK(bwd_decode::auto_splits(1, 512, 3, slots) <= slots);
+  CHECK(bwd_decode::auto_splits(1, 5, 3, slots) <= 5);
+  CHECK(bwd_decode::auto_splits(1, 1, 2, slots) == 1);
+  for (int64_t heads : {1, 7, 32, 100, 264, 1000})
+    for (int64_t tiles : {1, 3, 64, 512, 4096}) {
+      const int s = bwd_decode::auto_splits(heads, tiles, 3, slots);
+      CHECK(s >= 1);
+      CHECK(s <= tiles);
+    }
 }
 
 TEST_CASE("bwd-decode bind refuses a problem it does not handle before touching the GPU",

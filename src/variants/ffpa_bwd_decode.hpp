@@ -17,14 +17,18 @@
 
 namespace ffpa::bwd_decode {
 
-// Knobs of the kernel, as in configs/grids/ffpa-bwd-decode.json: a block of 128 threads takes
-// `kb` keys of one kv head with every query row of its group.
+// Knobs of the kernel, as in configs/grids/ffpa-bwd-decode.json: a block of 256 threads takes
+// every query row of one kv head's group and a range of its keys, streamed in tiles of `kb` keys
+// with `stages` tiles in flight; `splits` blocks share a head's keys (0: chosen at bind, see
+// auto_splits).
 struct Config {
-  int kb = 32;  // keys of a block: 32 or 64
+  int kb = 16;     // keys of a tile: 16, 32 or 64
+  int stages = 2;  // tiles in flight (cp.async stages): 2 or 3
+  int splits = 0;  // blocks a (kv head, batch): 0 = auto_splits, else at most one a tile
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
-  static constexpr int threads() { return 128; }
+  static constexpr int threads() { return 256; }
 };
 
 constexpr int kMaxRows = 16;  // query rows of a group (group x Nq) a block holds
@@ -38,6 +42,17 @@ Config default_config(const Problem&);
 int smem_bytes(const Config&, int D);
 // Whether the configuration can run D on a device of this shared-memory limit.
 Support check(const Config&, int D, int smem_limit);
+
+// Blocks of one SM at once: shared memory (the per-SM pool is the opt-in limit plus the 1 KiB a
+// block reserves), registers (`regs` a thread, 0: unknown, not counted) and threads (2048).
+int resident_blocks(int smem, int regs, const gpu::DeviceInfo&);
+
+// Blocks a (kv head, batch) when `heads` (Hkv x B) heads of `tiles` tiles each run on `slots`
+// (SMs x resident_blocks) block slots: the fewest splits among those of the least cost, counted in
+// tile times of one slot: waves (ceil(heads x splits / slots)) x (tiles of a block + `stages`, the
+// pipeline's fill). A block streams its keys, so it does not need many blocks to hide latency,
+// only to fill the GPU: a wave that is only partly full leaves SMs idle while the rest finish.
+int auto_splits(int64_t heads, int64_t tiles, int stages, int64_t slots);
 
 std::vector<std::string> nvrtc_options(const Config&, const bwd::Features&);
 // Compiles (or reads from the cubin cache) for `arch`.
