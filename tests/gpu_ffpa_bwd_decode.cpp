@@ -77,8 +77,9 @@ TEST_CASE("bwd-decode: one query row, keys off the tile, D 8..1024, B > 1", "[gp
   for (Dtype dt : kTypes)
     for (int D : {64, 320, 512, 1024}) {
       expect_close_streaming(make(2, 4, 4, 1, 333, D, dt));
-      expect_close_streaming(make(1, 2, 2, 1, 1000, D, dt));                   // 62.5 tiles of 16
-      expect_close(make(1, 2, 2, 1, 5, D, dt), bwd_decode::Config{16, 3, 1});  // one partial tile
+      if (dt == Dtype::bf16)
+        expect_close_streaming(make(1, 2, 2, 1, 1000, D, dt));         // 62.5 tiles of 16
+      expect_close(make(1, 2, 2, 1, 5, D, dt), streaming(D).front());  // one partial tile
     }
 }
 
@@ -140,7 +141,8 @@ TEST_CASE("bwd-decode: additive bias in every shape and dtype, with dBias", "[gp
         expect_close_streaming(p);
         p.dropout = 0.1;
         p.causal = Causal::bottom_right;
-        expect_close_streaming(p);
+        expect_close(p);
+        expect_close(p, bwd_decode::Config{16, 3, 1});  // one block a head
         p.causal = Causal::top_left;
         p.shape.Nkv = 250;
         expect_close(p, bwd_decode::Config{16, 2, 3});
