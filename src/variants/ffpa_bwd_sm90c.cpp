@@ -67,6 +67,9 @@ Config default_config(const Problem& pr) {
   c.panels = np % 2 ? 1 : 2;
   // Two exchange buffers where they fit beside the tiles of D padded to 768 (227 KB: Hopper).
   c.xbuf = padded(D) <= 768 ? 2 : 1;
+  // The last dQ chunk behind the next tile's exchange: on the H200 it won at D = 1024 (xbuf = 1:
+  // +5 %) and was even with 0 at D = 320 and 512 (results/h200/2026-12-03g).
+  c.dqlag = padded(D) > 768 ? 1 : 0;
   return c;
 }
 
