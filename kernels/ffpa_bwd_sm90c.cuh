@@ -18,6 +18,9 @@
 //   FFPA_PANELS  64-column panels of each warpgroup's quarter per Q/dO cp.async group (divides NP)
 //   FFPA_DQBUF   dQ chunk accumulators: 1, or 2 (chunk c + 1 is issued before chunk c is reduced)
 //   FFPA_DQ_TILED 1: dq_accum in fragment order (D padded to at most 512), 0: row-major
+//   FFPA_DQLAG   1: the last dQ chunk of a query tile is computed and reduced while the next
+//                tile's cluster exchange is in flight (it hides the distributed shared memory
+//                transfer; needs two chunks a warpgroup), 0: every chunk in its own tile
 //   FFPA_XBUF    exchange buffers: 1, guarded by a cluster barrier a query tile, or 2 used in
 //                turn, which leaves the exchange ordered by its mbarriers alone
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh
@@ -82,6 +85,8 @@ constexpr int KV_PANEL = BC * 128;
 constexpr int Q_PANEL = BR * 128;
 constexpr int DQB = FFPA_DQBUF;
 constexpr int XB = FFPA_XBUF;
+constexpr int DQL = FFPA_DQLAG;
+constexpr int NPE = NP - DQL;          // dQ chunks of a warpgroup reduced within their own tile
 constexpr int X_SLOTS = 2 * NN * 128;  // float4 slots of an exchange buffer
 constexpr int ROW_BYTES = BR * 8;      // row table of a tile: lse * log2(e), delta
 // Bytes the other block's exchange stores deliver per query tile: NN float4 a thread (and one
@@ -99,6 +104,7 @@ static_assert(NP * NN <= 32, "dK, dV (2 NP NN 4 fp32 a thread) live in registers
 static_assert(NP % PPG == 0, "a Q/dO group holds a whole share of the quarter's panels");
 static_assert(DQB == 1 || DQB == 2, "one or two dQ chunk accumulators");
 static_assert(XB == 1 || XB == 2, "one or two exchange buffers");
+static_assert(DQL == 0 || (DQL == 1 && NP >= 2), "the last of two or more dQ chunks deferred");
 
 // Granule (row, lc) of the block's columns (global column col = lc + the block's first).
 __device__ __forceinline__ void kv_granule(const FfpaFwdParams& f, const u16* kb, const u16* vb,
@@ -248,7 +254,58 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   const u32 xpeer = map_rank(xmine, rank ^ 1);
   const u32 keep_peer = map_rank(smem_u32(keep_in + tid), rank ^ 1);
   const u32 full_peer = map_rank(full, rank ^ 1);
-  int t = next_tile(0), ex = 0;  // ex: query tiles done (both blocks do the same)
+  // dQ[:, quarter] = dS K[:, quarter] of the query tile whose dS^T is in sSt, chunk c: columns
+  // cbase + w * DQ + c * 64 .. + 63, reduced into query tile tt's rows.
+  float dqs[DQB][8][4];
+  auto dq_issue = [&](int c, int bi) {
+    float(&dq)[8][4] = dqs[bi];
+    const u32 kp = opaque(sK + (wg * NP + c) * KV_PANEL), st = opaque(sSt);
+    wgmma_first<1, 1>(dq, desc_mn(st), desc_mn(kp));
+#pragma unroll
+    for (int ks = 1; ks < BC / 16; ++ks)
+      wgmma<1, 1>(dq, desc_mn(st + ks * 16 * 128), desc_mn(kp + ks * 16 * 128));
+    wgmma_commit();
+  };
+  // FFPA_DQ_TILED (D padded to at most 512): the warp's fragment of chunk c goes to dq_accum in
+  // fragment order (ffpa_bwd_aux.cuh's dq_offset): one 512-byte reduction a warp and n8 group,
+  // with no lane exchange and no bounds check (rows past the group and columns past D fall in
+  // the padding, which nothing reads). Row-major (past 512, where the tiled form made ptxas
+  // spill with a bias and dropout), lane pairs swap half their fragment so that each lane holds
+  // 4 neighbouring columns of one row (even lanes row g, odd lanes row g + 8): one vector
+  // reduction each, with 16 shuffles, 16 selects and a branch per n8 group, and twice the L2
+  // sectors a reduction.
+  auto dq_reduce = [&](int c, int bi, int tt) {
+    float(&dq)[8][4] = dqs[bi];
+    fence_acc(dq);
+#if FFPA_DQ_TILED
+    float* dst = p.dq_accum + ffpa_bwd_aux::dq_block(f, b, kvh, tt, (cbase + wg * DQ) / 64 + c) +
+                 (wq * 8 * 32 + lane) * 4;
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+      red_add4(dst + n * 32 * 4, make_float4(dq[n][0], dq[n][1], dq[n][2], dq[n][3]), f.scale);
+#else
+    const bool odd = lane & 1;
+    const int row = wq * 16 + (lane >> 2) + (odd ? 8 : 0);
+    const int i = tt * BR + row;  // packed row of query tile tt
+    const int r = i < rows_total ? i % f.Nq : -1, hq = kvh * f.group + i / f.Nq;
+    const long long lrow = ((long long)b * f.Hq + hq) * f.Nq + r;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      const float s0 = odd ? dq[n][0] : dq[n][2], s1 = odd ? dq[n][1] : dq[n][3];
+      const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1);
+      const float r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+      const int col = cbase + wg * DQ + c * 64 + n * 8 + (lane & 2) * 2;
+      if (r >= 0 && col < D) {
+        const float4 v =
+            odd ? make_float4(r0, r1, dq[n][2], dq[n][3]) : make_float4(dq[n][0], dq[n][1], r0, r1);
+        red_add4(p.dq_accum + lrow * D + col, v, f.scale);
+      }
+    }
+#endif
+  };
+
+  int t = next_tile(0), ex = 0, tp = -1;  // ex: query tiles done (both blocks do the same);
+  // tp: the previous one (FFPA_DQLAG: its last dQ chunk is still to do)
   if (t < ntile) stage(t, 0);
   while (t < ntile) {
     const int tn = next_tile(t + 1), par = ex & 1;
@@ -356,6 +413,14 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     st_async_u32(keep_peer + (XB == 2 ? par : 0) * NT * 4, keep, bar_peer);
 #endif
     if (tid == 0) mbar_expect_tx(bar, X_BYTES);
+    // FFPA_DQLAG: the previous tile's last dQ chunk (its dS^T is still in sSt) while the stores
+    // travel (ncu: the wait for them was 18 % of the stall samples with nothing to overlap it).
+    if (DQL && tp >= 0) {
+      wgmma_fence();
+      dq_issue(NP - 1, 0);
+      wgmma_wait<0>();
+      dq_reduce(NP - 1, 0, tp);
+    }
     mbar_wait_cluster(bar, (ex >> 1) & 1);
 #if FFPA_DROPOUT
     keep |= keep_in[(XB == 2 ? par : 0) * NT + tid];
@@ -369,6 +434,8 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       dm[n][1] += x.w;
     }
 
+    // FFPA_DQLAG: every warp's deferred chunk has read sSt before it is overwritten.
+    if (DQL) __syncthreads();
     // P and dS of the thread's rows, stored transposed: [key][query row], 2-byte stores.
     {
       const int row = wq * 16 + (lane >> 2) + wg * 8;
@@ -430,55 +497,6 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     fence_proxy_async();
     __syncthreads();  // P^T and dS^T of both warpgroups published
 
-    // dQ[:, quarter] = dS K[:, quarter], chunk c: columns cbase + w * DQ + c * 64 .. + 63.
-    float dqs[DQB][8][4];
-    auto dq_issue = [&](int c, int bi) {
-      float(&dq)[8][4] = dqs[bi];
-      const u32 kp = opaque(sK + (wg * NP + c) * KV_PANEL), st = opaque(sSt);
-      wgmma_first<1, 1>(dq, desc_mn(st), desc_mn(kp));
-#pragma unroll
-      for (int ks = 1; ks < BC / 16; ++ks)
-        wgmma<1, 1>(dq, desc_mn(st + ks * 16 * 128), desc_mn(kp + ks * 16 * 128));
-      wgmma_commit();
-    };
-    // FFPA_DQ_TILED (D padded to at most 512): the warp's fragment of chunk c goes to dq_accum in
-    // fragment order (ffpa_bwd_aux.cuh's dq_offset): one 512-byte reduction a warp and n8 group,
-    // with no lane exchange and no bounds check (rows past the group and columns past D fall in
-    // the padding, which nothing reads). Row-major (past 512, where the tiled form made ptxas
-    // spill with a bias and dropout), lane pairs swap half their fragment so that each lane holds
-    // 4 neighbouring columns of one row (even lanes row g, odd lanes row g + 8): one vector
-    // reduction each, with 16 shuffles, 16 selects and a branch per n8 group, and twice the L2
-    // sectors a reduction.
-    auto dq_reduce = [&](int c, int bi) {
-      float(&dq)[8][4] = dqs[bi];
-      fence_acc(dq);
-#if FFPA_DQ_TILED
-      float* dst = p.dq_accum + ffpa_bwd_aux::dq_block(f, b, kvh, t, (cbase + wg * DQ) / 64 + c) +
-                   (wq * 8 * 32 + lane) * 4;
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-        red_add4(dst + n * 32 * 4, make_float4(dq[n][0], dq[n][1], dq[n][2], dq[n][3]), f.scale);
-#else
-      const bool odd = lane & 1;
-      const int row = wq * 16 + (lane >> 2) + (odd ? 8 : 0);
-      int r, hq;
-      row_of(row, r, hq);
-      const long long lrow = ((long long)b * f.Hq + hq) * f.Nq + r;
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const float s0 = odd ? dq[n][0] : dq[n][2], s1 = odd ? dq[n][1] : dq[n][3];
-        const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1);
-        const float r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
-        const int col = cbase + wg * DQ + c * 64 + n * 8 + (lane & 2) * 2;
-        if (r >= 0 && col < D) {
-          const float4 v = odd ? make_float4(r0, r1, dq[n][2], dq[n][3])
-                               : make_float4(dq[n][0], dq[n][1], r0, r1);
-          red_add4(p.dq_accum + lrow * D + col, v, f.scale);
-        }
-      }
-#endif
-    };
-
     // dQ chunk 0 first, so that its reduction overlaps dV and dK (wait_group retires in order).
     wgmma_fence();
     dq_issue(0, 0);
@@ -495,7 +513,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       wgmma_commit();
     }
     wgmma_wait<1>();
-    dq_reduce(0, 0);
+    dq_reduce(0, 0, t);
     // dV and dK retired in both warpgroups: Q and dO are free for the next tile's loads.
     wgmma_wait<0>();
     __syncthreads();
@@ -503,13 +521,13 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       // DQB = 2: chunk c + 1 is in flight while chunk c is reduced; its accumulator held chunk
       // c - 1, reduced in the previous step (chunk 0 before the staging).
 #pragma unroll
-    for (int c = 1; c < NP; ++c) {
+    for (int c = 1; c < NPE; ++c) {
       const int bi = DQB == 2 ? c & 1 : 0;
       if (DQB == 1 || c == 1) {
         wgmma_fence();
         dq_issue(c, bi);
       }
-      if (DQB == 2 && c + 1 < NP) {
+      if (DQB == 2 && c + 1 < NPE) {
         wgmma_fence();
         dq_issue(c + 1, (c + 1) & 1);
         wgmma_wait<1>();
@@ -518,10 +536,17 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
         // ptxas serialize the kernel's wgmmas (C7514/C7515, ffpa_fwd_sm90.cuh).
         wgmma_wait<0>();
       }
-      dq_reduce(c, bi);
+      dq_reduce(c, bi, t);
     }
+    tp = t;
     t = tn;
     ++ex;
+  }
+  if (DQL && tp >= 0) {  // the last tile's deferred chunk
+    wgmma_fence();
+    dq_issue(NP - 1, 0);
+    wgmma_wait<0>();
+    dq_reduce(NP - 1, 0, tp);
   }
 #pragma unroll
   for (int c = 0; c < NP; ++c) {

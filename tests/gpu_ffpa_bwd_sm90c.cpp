@@ -139,10 +139,19 @@ TEST_CASE("bwd90c: combinations: causal + bias + dropout + GQA", "[gpu]") {
       p.bias = BiasKind::query_key;
       expect_close(p, bwd90c::Config{32, 1, 1, D > 768 ? 1 : 2});
       if (D <= 768) expect_close(p, bwd90c::Config{32, 1, 1, 1});  // barrier A
+      if (D > 256) {  // the last dQ chunk behind the next tile's exchange, both buffer counts
+        bwd90c::Config lag = bwd90c::default_config(p);
+        lag.dqlag = 1;
+        expect_close(p, lag);
+        p.bias = BiasKind::key;
+        lag.xbuf = 1;
+        expect_close(p, lag);
+      }
     }
 }
 
-TEST_CASE("bwd90c: every knob (bc, panels, dqbuf, xbuf) at D = 320, 512, 576, 1024", "[gpu]") {
+TEST_CASE("bwd90c: every knob (bc, panels, dqbuf, xbuf, dqlag) at D = 320, 512, 576, 1024",
+          "[gpu]") {
   if (!hopper()) return;
   for (int D : {320, 512, 576, 1024}) {
     Problem p = make(2, 4, 2, 70, 101, D);
@@ -151,13 +160,14 @@ TEST_CASE("bwd90c: every knob (bc, panels, dqbuf, xbuf) at D = 320, 512, 576, 10
     for (int bc : {32, 64})
       for (int panels : {1, 2, 4})
         for (int dqbuf : {1, 2}) {
-          for (int xbuf : {1, 2}) {
-            const bwd90c::Config c{bc, panels, dqbuf, xbuf};
-            if (np % panels || (bc == 64 && np > 2) || (dqbuf == 2 && np < 3) ||
-                (xbuf == 2 && np > 3))
-              continue;
-            expect_close(p, c);
-          }
+          for (int xbuf : {1, 2})
+            for (int dqlag : {0, 1}) {
+              const bwd90c::Config c{bc, panels, dqbuf, xbuf, dqlag};
+              if (np % panels || (bc == 64 && np > 2) || (dqbuf == 2 && np < 3) ||
+                  (xbuf == 2 && np > 3) || (dqlag && np < 2))
+                continue;
+              expect_close(p, c);
+            }
         }
   }
 }

@@ -119,6 +119,12 @@ TEST_CASE("bwd90c configuration checks", "[bwd90c]") {
   c.dqbuf = 3;
   CHECK_THAT(bwd90c::check(c, 512, smem).reason, Catch::Contains("dqbuf is 1 or 2"));
   c = {};
+  c.dqlag = 2;
+  CHECK_THAT(bwd90c::check(c, 512, smem).reason, Catch::Contains("dqlag is 0 or 1"));
+  c.dqlag = 1;
+  CHECK_THAT(bwd90c::check(c, 256, smem).reason, Catch::Contains("needs two chunks"));
+  CHECK(bwd90c::check(c, 320, smem).ok());
+  c = {};
   CHECK_THAT(bwd90c::check(c, 512, 99 * 1024).reason, Catch::Contains("shared memory"));
   for (int D = 8; D <= 1024; D += 8)
     CHECK(bwd90c::check(bwd90c::default_config(compile_problem(D)), D, smem).ok());

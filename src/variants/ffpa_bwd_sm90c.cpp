@@ -31,7 +31,8 @@ int quarter_panels(int D) {
 constexpr Knob<Config> kKnobs[] = {{"bc", &Config::bc},
                                    {"panels", &Config::panels},
                                    {"dqbuf", &Config::dqbuf},
-                                   {"xbuf", &Config::xbuf}};
+                                   {"xbuf", &Config::xbuf},
+                                   {"dqlag", &Config::dqlag}};
 
 Support problem_check(const Problem& pr) {
   const int64_t D = pr.shape.D;
@@ -66,6 +67,9 @@ Config default_config(const Problem& pr) {
   c.panels = np % 2 ? 1 : 2;
   // Two exchange buffers where they fit beside the tiles of D padded to 768 (227 KB: Hopper).
   c.xbuf = padded(D) <= 768 ? 2 : 1;
+  // The last dQ chunk behind the next tile's exchange: on the H200 it won at D = 1024 (xbuf = 1:
+  // +5 %) and was even with 0 at D = 320 and 512 (results/h200/2026-12-03g).
+  c.dqlag = padded(D) > 768 ? 1 : 0;
   return c;
 }
 
@@ -76,9 +80,9 @@ int smem_bytes(const Config& c, int D) {
 int accumulator_registers(const Config& c, int D) {
   // dV^T and dK^T (2 x DP/4 x bc over 128 threads), then the larger of S and dP (phase 1: 2 x 64
   // x bc over 128) and the dQ chunks (64 x 64 over 128 each; two live at once only from 3 chunks
-  // a warpgroup up)
+  // a warpgroup up; with dqlag, one chunk beside the exchanged S and dP sums, bc / 2)
   const int dq = 32 * (c.dqbuf == 2 && quarter_panels(D) >= 3 ? 2 : 1);
-  return padded(D) * c.bc / 256 + std::max(c.bc, dq);
+  return padded(D) * c.bc / 256 + std::max({c.bc, dq, c.dqlag ? c.bc / 2 + 32 : 0});
 }
 
 Support check(const Config& c, int D, int smem_limit) {
@@ -91,6 +95,11 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.bc != 32 && c.bc != 64) return Support::no("bc is 32 or 64");
   if (c.dqbuf != 1 && c.dqbuf != 2) return Support::no("dqbuf is 1 or 2");
   if (c.xbuf != 1 && c.xbuf != 2) return Support::no("xbuf is 1 or 2");
+  if (c.dqlag != 0 && c.dqlag != 1) return Support::no("dqlag is 0 or 1");
+  if (c.dqlag == 1 && quarter_panels(D) < 2)
+    return Support::no(
+        "dqlag=1 defers the last of a warpgroup's dQ chunks behind the next tile: "
+        "it needs two chunks (D padded to 256 above 256)");
   if (c.bc == 64 && padded(D) > 512)
     return Support::no(
         "bc=64 needs D padded to 256 at most 512 (dK and dV of 64 keys and a quarter of D, " +
@@ -115,7 +124,7 @@ int64_t dq_accum_floats(const Shape& s) {
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
-  // FFPA_BC, FFPA_PANELS, FFPA_DQBUF, FFPA_XBUF
+  // FFPA_BC, FFPA_PANELS, FFPA_DQBUF, FFPA_XBUF, FFPA_DQLAG
   std::vector<std::string> o = knob_defines(kKnobs, c);
   o.push_back(define("FFPA_DQ_TILED", dq_tiled(f.D)));  // dq_accum's layout (dq_accum_floats)
   const std::vector<std::string> fd = f.defines();

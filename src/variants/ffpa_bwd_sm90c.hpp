@@ -25,6 +25,7 @@ struct Config {
   int panels = 1;  // 64-column panels of each quarter per Q/dO cp.async group (divides DP / 256)
   int dqbuf = 1;   // dQ chunk accumulators: 2 issues chunk c + 1 before reducing chunk c
   int xbuf = 2;    // exchange buffers: 2 take turns, 1 needs a cluster barrier a query tile
+  int dqlag = 0;   // 1: a tile's last dQ chunk overlaps the next tile's cluster exchange
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
