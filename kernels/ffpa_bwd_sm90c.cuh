@@ -306,6 +306,13 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
 
   int t = next_tile(0), ex = 0, tp = -1;  // ex: query tiles done (both blocks do the same);
   // tp: the previous one (FFPA_DQLAG: its last dQ chunk is still to do)
+  // FFPA_DQLAG's deferred work: the last dQ chunk of query tile tp.
+  auto dq_deferred = [&] {
+    wgmma_fence();
+    dq_issue(NP - 1, 0);
+    wgmma_wait<0>();
+    dq_reduce(NP - 1, 0, tp);
+  };
   if (t < ntile) stage(t, 0);
   while (t < ntile) {
     const int tn = next_tile(t + 1), par = ex & 1;
@@ -415,12 +422,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     if (tid == 0) mbar_expect_tx(bar, X_BYTES);
     // FFPA_DQLAG: the previous tile's last dQ chunk (its dS^T is still in sSt) while the stores
     // travel (ncu: the wait for them was 18 % of the stall samples with nothing to overlap it).
-    if (DQL && tp >= 0) {
-      wgmma_fence();
-      dq_issue(NP - 1, 0);
-      wgmma_wait<0>();
-      dq_reduce(NP - 1, 0, tp);
-    }
+    if (DQL && tp >= 0) dq_deferred();
     mbar_wait_cluster(bar, (ex >> 1) & 1);
 #if FFPA_DROPOUT
     keep |= keep_in[(XB == 2 ? par : 0) * NT + tid];
@@ -542,12 +544,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     t = tn;
     ++ex;
   }
-  if (DQL && tp >= 0) {  // the last tile's deferred chunk
-    wgmma_fence();
-    dq_issue(NP - 1, 0);
-    wgmma_wait<0>();
-    dq_reduce(NP - 1, 0, tp);
-  }
+  if (DQL && tp >= 0) dq_deferred();  // of the last tile
 #pragma unroll
   for (int c = 0; c < NP; ++c) {
     fence_acc(dv[c]);
