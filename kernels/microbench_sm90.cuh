@@ -1,0 +1,60 @@
+// Microbenchmarks behind design choices of the Hopper kernels (sm_90a, NVRTC); not a variant.
+// tests/gpu_microbench_sm90.cpp launches them; docs/notes/microbench.md says what they answer.
+//
+// mb_exchange_kernel: the cluster exchange of ffpa-bwd-sm90c (xbuf = 2) alone. Both blocks of a
+// cluster of two send FFPA_MB_NV float4 a thread to the same thread's slots of the other block
+// (st.async completing on the receiver's mbarrier), optionally run `work` dependent FMAs a
+// thread, then wait for the other block's stores and read one of them; two buffers and two
+// mbarriers take turns. Thread 0 of each block writes the clock64 cycles of one exchange
+// (averaged over `iters`). With work = 0 it measures the exchange's latency and throughput
+// (FFPA_MB_NV x 4 KB a block and exchange); with work > 0, how much of it independent work hides.
+#pragma once
+
+#include "tma.cuh"
+
+namespace ffpa_mb {
+
+using namespace ffpa_dev;
+
+constexpr int NV = FFPA_MB_NV;  // float4 stores a thread and exchange
+constexpr int NT = 256;
+constexpr int BUF = NV * NT;  // float4 slots of one buffer
+
+}  // namespace ffpa_mb
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_mb::NT, 1)
+    mb_exchange_kernel(long long* cycles, float* sink, int iters, int work) {
+  using namespace ffpa_mb;
+  extern __shared__ __align__(16) unsigned char smem[];
+  float4* buf = reinterpret_cast<float4*>(smem);
+  const u32 bars = smem_u32(smem + 2 * BUF * 16);  // full[0], full[1]
+  const int tid = threadIdx.x;
+  const u32 rank = cluster_rank();
+  if (tid == 0) {
+    mbar_init(bars, 1);
+    mbar_init(bars + 8, 1);
+    mbar_init_fence();
+  }
+  cluster_sync();
+  const u32 peer = map_rank(smem_u32(buf + tid), rank ^ 1);
+  const u32 bar_peer = map_rank(bars, rank ^ 1);
+  float acc = (float)tid;
+  const long long t0 = clock64();
+  for (int i = 0; i < iters; ++i) {
+    const int b = i & 1;
+#pragma unroll
+    for (int n = 0; n < NV; ++n)
+      st_async4(peer + (b * BUF + n * NT) * 16, acc, acc + 1.f, acc + 2.f, acc + 3.f,
+                bar_peer + b * 8);
+    for (int w = 0; w < work; ++w) acc = fmaf(acc, 0.999f, 0.5f);
+    if (tid == 0) mbar_expect_tx(bars + b * 8, BUF * 16);
+    // Buffer b is written again (exchange i + 2) only after the other block has waited for
+    // exchange i + 1, whose stores this thread issues after this read.
+    mbar_wait_cluster(bars + b * 8, (i >> 1) & 1);
+    acc += buf[b * BUF + tid].x * 1e-9f;
+  }
+  const long long t1 = clock64();
+  if (tid == 0) cycles[blockIdx.x] = (t1 - t0) / (iters > 0 ? iters : 1);
+  sink[blockIdx.x * NT + tid] = acc;
+  cluster_sync();  // neither block exits while the other may still store into it
+}

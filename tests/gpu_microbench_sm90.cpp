@@ -1,0 +1,92 @@
+// Microbenchmarks behind the Hopper kernels' design (kernels/microbench_sm90.cuh,
+// docs/notes/microbench.md). The default case checks that the exchange kernel runs on clusters
+// and that an exchange takes time; "[bench]" prints cycles per exchange over payloads and
+// amounts of overlapping work. Needs an sm_90 GPU: elsewhere every case warns and returns.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gpu/cuda.hpp"
+#include "gpu/nvrtc.hpp"
+
+using namespace ffpa;
+
+namespace {
+
+const gpu::DeviceInfo& device() {
+  static const gpu::DeviceInfo d = gpu::open_device(0);
+  return d;
+}
+
+bool hopper() {
+  const bool yes = device().sm_major == 9;
+  if (!yes) WARN("not an sm_90 GPU: the Hopper microbenchmarks do not run here");
+  return yes;
+}
+
+struct Exchange {
+  double median_cycles = 0;  // of one exchange, over the blocks
+  long long min_cycles = 0, max_cycles = 0;
+};
+
+// Every SM's block (pairs of clusters), NV float4 a thread and exchange, `work` FMAs between the
+// stores and the wait.
+Exchange run_exchange(int nv, int work, int iters) {
+  const nvrtc::Compiled comp =
+      nvrtc::compile("microbench_sm90.cuh", {"-DFFPA_MB_NV=" + std::to_string(nv)}, "sm_90a");
+  const nvrtc::Library lib(comp.cubin);
+  const cudaKernel_t fn = lib.kernel("mb_exchange_kernel");
+  const int blocks = device().sm_count / 2 * 2, threads = 256;
+  const int smem = 2 * nv * threads * 16 + 16;
+  FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  gpu::DeviceBuffer cycles(blocks * sizeof(long long));
+  gpu::DeviceBuffer sink(static_cast<size_t>(blocks) * threads * sizeof(float));
+  long long* c = cycles.as<long long>();
+  float* s = sink.as<float>();
+  void* args[] = {&c, &s, &iters, &work};
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = 2;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  FFPA_CUDA(cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(fn), args));
+  FFPA_CUDA(cudaDeviceSynchronize());
+  std::vector<long long> h(blocks);
+  FFPA_CUDA(cudaMemcpy(h.data(), c, blocks * sizeof(long long), cudaMemcpyDeviceToHost));
+  std::sort(h.begin(), h.end());
+  return {static_cast<double>(h[h.size() / 2]), h.front(), h.back()};
+}
+
+}  // namespace
+
+TEST_CASE("microbench: the cluster exchange runs and takes time", "[gpu]") {
+  if (!hopper()) return;
+  for (int nv : {1, 8}) {
+    const Exchange e = run_exchange(nv, 0, 64);
+    CHECK(e.min_cycles > 0);
+    CHECK(e.max_cycles < 1000000);  // a lost phase would hang, a wrong parity run away
+  }
+}
+
+TEST_CASE("microbench: cluster exchange cycles by payload and overlapping work", "[.][bench]") {
+  if (!hopper()) return;
+  std::printf("%-8s %-8s %-12s %-14s %-10s %-10s\n", "KB/blk", "work", "cyc/exch", "B/cyc/SM",
+              "min", "max");
+  for (int nv : {1, 2, 4, 8, 16})
+    for (int work : {0, 64, 256, 1024}) {
+      const Exchange e = run_exchange(nv, work, 2000);
+      const double bytes = nv * 256.0 * 16;
+      std::printf("%-8.0f %-8d %-12.0f %-14.1f %-10lld %-10lld\n", bytes / 1024, work,
+                  e.median_cycles, bytes / e.median_cycles, e.min_cycles, e.max_cycles);
+    }
+}
