@@ -355,7 +355,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd::NT, 1)
               acc[mt][ns][h * 2 + e] = pr[e];
             }
 #if FFPA_DROPOUT
-            dropout2(f.dropout_seed, f.dropout_offset + erow + ns * 8, f.dropout_p, pr);
+            dropout2(f.dropout_seed, f.dropout_offset + erow + ns * 8, f.dropout_keep_min, pr);
             keep |= (Keep)(pr[0] != 0.f) << ((mt * N1 + ns) * 4 + h * 2);
             keep |= (Keep)(pr[1] != 0.f) << ((mt * N1 + ns) * 4 + h * 2 + 1);
 #endif

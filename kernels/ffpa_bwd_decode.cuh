@@ -252,7 +252,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec::NT, ffpa_bwd_dec::MIN
           st.init(f.dropout_seed);
           const unsigned long long g =
               f.dropout_offset + (((unsigned long long)b * f.Hq + hq) * f.Nq + r) * f.Nkv + key;
-          pd = st.uniform(g) > f.dropout_p ? pr * f.dropout_scale : 0.f;
+          pd = st.word(g) >= f.dropout_keep_min ? pr * f.dropout_scale : 0.f;
           ds = pd * dp[jj] - pr * sRow[R + i];
 #else
           ds = pr * (dp[jj] - sRow[R + i]);

@@ -327,7 +327,7 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
 #pragma unroll 1
       for (int n = 0; n < 4; ++n) {
         float k2[2] = {1.f, 1.f};
-        dropout2(f.dropout_seed, f.dropout_offset + erow + n * 8, f.dropout_p, k2);
+        dropout2(f.dropout_seed, f.dropout_offset + erow + n * 8, f.dropout_keep_min, k2);
         keep |= (k2[0] != 0.f ? 1u : 0u) << (2 * n) | (k2[1] != 0.f ? 2u : 0u) << (2 * n);
       }
 #endif

@@ -122,24 +122,32 @@ __device__ __forceinline__ float bias_at(const FfpaFwdParams& p, long long off) 
 
 #if FFPA_DROPOUT
 // Zeroes the dropped ones of two consecutive stream positions g, g + 1 (one Philox block unless
-// the pair straddles two). The backward uses it too, so it drops the forward's elements.
-__device__ __forceinline__ void dropout2(unsigned long long seed, unsigned long long g, float pd,
+// the pair straddles two). The backward uses it too, so it drops the forward's elements. kmin:
+// ffpa_keep_min of the dropout probability.
+__device__ __forceinline__ void dropout2(unsigned long long seed, unsigned long long g, u32 kmin,
                                          float (&pr)[2]) {
   FfpaDropoutStream st;
   st.init(seed);
-  if (!(st.uniform(g) > pd)) pr[0] = 0.f;
-  if (!(st.uniform(g + 1) > pd)) pr[1] = 0.f;
+  if (st.word(g) < kmin) pr[0] = 0.f;
+  if (st.word(g + 1) < kmin) pr[1] = 0.f;
+}
+
+// Bit i: word i of a Philox block keeps its element.
+__device__ __forceinline__ u32 kept_nibble(const FfpaPhilox4& r, u32 kmin) {
+  return (u32)(r.x[0] >= kmin) | (u32)(r.x[1] >= kmin) << 1 | (u32)(r.x[2] >= kmin) << 2 |
+         (u32)(r.x[3] >= kmin) << 3;
 }
 
 // Keep bits of a thread's dropout elements in NS 8-column slices of one m16 mma tile: bit
 // (ns * 2 + h) * 2 + e for row (lane >> 2) + 8h, column ns * 8 + 2 * (lane & 3) + e. The lanes
-// 2i and 2i + 1 hold 4 consecutive keys of the same two rows: each draws the 4 uniforms of one row
+// 2i and 2i + 1 hold 4 consecutive keys of the same two rows: each draws the 4 elements of one row
 // (h = lane & 1, one Philox block when aligned) and hands the other the 2 it needs, so a block is
 // computed once instead of by both lanes. g: stream position (offset + element) of this lane's
-// row h at column 4 * ((lane >> 1) & 1) of slice 0.
+// row h at column 4 * ((lane >> 1) & 1) of slice 0; kmin: ffpa_keep_min of the probability.
+// Words are compared as integers and the 4 decisions moved as bits (one shuffle a slice).
 template <int NS>
 __device__ __forceinline__ u32 dropout_keep_bits(unsigned long long seed, unsigned long long g,
-                                                 float pd, int lane) {
+                                                 u32 kmin, int lane) {
   static_assert(NS * 4 <= 32, "keep bits fit one register");
   const bool odd = lane & 1;
   const u32 o = (u32)g & 3;  // the same for every slice: they are 8 apart
@@ -147,24 +155,13 @@ __device__ __forceinline__ u32 dropout_keep_bits(unsigned long long seed, unsign
 #pragma unroll
   for (int ns = 0; ns < NS; ++ns) {
     const unsigned long long c = (g + ns * 8) >> 2;
-    FfpaPhilox4 blk = ffpa_philox_block(seed, c);
-    u32 w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = ffpa_lane(blk, (o + i) & 3);
-    if (o) {  // the 4 keys straddle two blocks: the last o words come from the next one
-      blk = ffpa_philox_block(seed, c + 1);
-#pragma unroll
-      for (int i = 1; i < 4; ++i)
-        if (o + i >= 4) w[i] = ffpa_lane(blk, o + i - 4);
-    }
-    float u[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) u[i] = ffpa_uniform(w[i]);
-    const float r0 = __shfl_xor_sync(0xffffffffu, odd ? u[0] : u[2], 1);
-    const float r1 = __shfl_xor_sync(0xffffffffu, odd ? u[1] : u[3], 1);
-    const float x[4] = {odd ? r0 : u[0], odd ? r1 : u[1], odd ? u[2] : r0, odd ? u[3] : r1};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) keep |= (u32)(x[i] > pd) << (ns * 4 + i);
+    // Bit i: element g + ns * 8 + i; when the 4 straddle two blocks (o > 0) the last o come
+    // from the next one.
+    u32 n = kept_nibble(ffpa_philox_block(seed, c), kmin) >> o;
+    if (o) n |= kept_nibble(ffpa_philox_block(seed, c + 1), kmin) << (4 - o);
+    // The even lane keeps elements 0, 1 of its row and sends 2, 3; the odd lane the reverse.
+    const u32 r = __shfl_xor_sync(0xffffffffu, odd ? n : n >> 2, 1) & 3u;
+    keep |= (odd ? (r | (n & 12u)) : ((n & 3u) | r << 2)) << (ns * 4);
   }
   return keep;
 }

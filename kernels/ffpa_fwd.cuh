@@ -300,7 +300,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
               (((unsigned long long)b * p.Hq + srow[BR + drow]) * p.Nq + srow[drow]) *
                   (unsigned long long)p.Nkv +
               key0 - (lane & 1) * 2,
-          p.dropout_p, lane);
+          p.dropout_keep_min, lane);
 #endif
 #pragma unroll
       for (int h = 0; h < 2; ++h) {

@@ -207,7 +207,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int pos = blk * 4 + i - o;
-        if (pos >= 0 && pos < KPT && ffpa_uniform(x.x[i]) > p.dropout_p) bits |= 1u << pos;
+        if (pos >= 0 && pos < KPT && x.x[i] >= p.dropout_keep_min) bits |= 1u << pos;
       }
     }
     if (KPT == 16)

@@ -103,10 +103,11 @@ enum : int { BAR_P0 = 1, BAR_P1 = 2, BAR_Q = 3, BAR_SUM = 4 };
 
 // Addresses are computed where used (opaque): the unrolled panel loops would otherwise hoist
 // every panel's addresses into registers the O accumulator needs.
-// The dropout stream's seed and p, read from shared memory where the keep bits are drawn.
+// The dropout stream's seed and smallest kept word, read from shared memory where the keep bits
+// are drawn.
 struct DropParams {
   unsigned long long seed;
-  float p;
+  u32 kmin;
 };
 
 // A consumer's ring: RC slots (slot i at base + i * PANEL), full[i] at bars + 8 i, empty[i] at
@@ -409,8 +410,8 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       // The seed and p come from shared memory here: kept in registers across the pair loop,
       // one of them is what ptxas spilled.
       const unsigned long long seed = sdrop->seed;
-      const float pd = sdrop->p;
-      const u32 keep = dropout_keep_bits<8>(seed, gi, pd, lane);
+      const u32 kmin = sdrop->kmin;
+      const u32 keep = dropout_keep_bits<8>(seed, gi, kmin, lane);
 #pragma unroll
       for (int n = 0; n < 8; ++n)
 #pragma unroll
@@ -572,7 +573,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
       srow[t128] = i % p.Nq;
       srow[BR + t128] = kvh * p.group + i / p.Nq;
     }
-    if (tid == 128) *sdrop = {p.dropout_seed, p.dropout_p};
+    if (tid == 128) *sdrop = {p.dropout_seed, p.dropout_keep_min};
     {
       const u16* qb = static_cast<const u16*>(p.q) + b * p.q_batch_stride;
       for (int idx = tid - 128; idx < BR * DP / 8; idx += 256)

@@ -76,6 +76,22 @@ FFPA_HD bool ffpa_dropout_keep(unsigned long long seed, unsigned long long offse
   return ffpa_dropout_uniform(seed, offset, e) > p;
 }
 
+// The smallest Philox word an element with it keeps: ffpa_uniform(x) > p iff x >= the result, as
+// ffpa_uniform is non-decreasing in x (a rounding conversion, then a fused multiply-add with
+// positive factors). The kernels compare words with it, saving the conversion and the FMA of
+// every element; the CPU reference keeps the definition. p < 1 (x = 2^32 - 1 gives u = 1).
+FFPA_HD unsigned int ffpa_keep_min(float p) {
+  unsigned long long lo = 0, hi = 0xFFFFFFFFull;
+  while (lo < hi) {
+    const unsigned long long mid = (lo + hi) / 2;
+    if (ffpa_uniform((unsigned int)mid) > p)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return (unsigned int)lo;
+}
+
 // Walks consecutive elements of the stream, computing each Philox block once.
 struct FfpaDropoutStream {
   unsigned long long seed;
@@ -85,12 +101,14 @@ struct FfpaDropoutStream {
     seed = s;
     ctr = ~0ull;
   }
-  // Uniform of global stream position g (= offset + element).
-  FFPA_HD float uniform(unsigned long long g) {
+  // The random word of global stream position g (= offset + element).
+  FFPA_HD unsigned int word(unsigned long long g) {
     if ((g >> 2) != ctr) {
       ctr = g >> 2;
       r = ffpa_philox_block(seed, ctr);
     }
-    return ffpa_uniform(ffpa_lane(r, (unsigned int)(g & 3)));
+    return ffpa_lane(r, (unsigned int)(g & 3));
   }
+  // Uniform of global stream position g.
+  FFPA_HD float uniform(unsigned long long g) { return ffpa_uniform(word(g)); }
 };

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "philox.cuh"
 #include "reference/reference.hpp"
 #include "tensors/tensors.hpp"
 #include "variants/ffpa_fwd_sm80.hpp"
@@ -294,6 +295,7 @@ FfpaFwdParams contiguous_params(const Problem& pr, const HostAttnInputs& in) {
   p.scale_log2 = static_cast<float>(pr.scale() * 1.4426950408889634);
   p.causal = pr.causal == Causal::bottom_right ? 1 : pr.causal == Causal::top_left ? 2 : 0;
   p.dropout_p = static_cast<float>(pr.dropout);
+  p.dropout_keep_min = ffpa_keep_min(p.dropout_p);
   p.dropout_scale = static_cast<float>(1.0 / (1.0 - pr.dropout));
   p.dropout_seed = in.dropout_seed;
   p.dropout_offset = in.dropout_offset;

@@ -126,6 +126,30 @@ TEST_CASE("dropout mapping matches every sample of philox_kat.json", "[philox]")
   }
 }
 
+// The kernels keep an element iff its word >= ffpa_keep_min(p); the definition is u(word) > p.
+// u is non-decreasing in the word, so the two agree on every word iff they agree at the boundary.
+TEST_CASE("ffpa_keep_min is the boundary of u(x) > p", "[philox]") {
+  CHECK(ffpa_keep_min(0.f) == 0u);
+  for (float p : {1e-12f, 0.01f, 0.1f, 0.1234567f, 0.2f, 0.5f, 0.75f, 0.9f, 0.999f, 0.99999994f}) {
+    INFO("p " << p);
+    const unsigned k = ffpa_keep_min(p);
+    CHECK(ffpa_uniform(k) > p);
+    if (k > 0) CHECK_FALSE(ffpa_uniform(k - 1) > p);
+    CHECK(std::fabs(k * 0x1p-32 - p) < 1e-6);
+  }
+  // Monotone: a sample of words on both sides of the boundary and across the range.
+  std::mt19937 rng(7);
+  for (float p : {0.1f, 0.5f}) {
+    const unsigned k = ffpa_keep_min(p);
+    for (int i = 0; i < 100000; ++i) {
+      const unsigned x = static_cast<unsigned>(rng());
+      CHECK((x >= k) == (ffpa_uniform(x) > p));
+      const unsigned y = k - 512 + static_cast<unsigned>(i % 1024);
+      CHECK((y >= k) == (ffpa_uniform(y) > p));
+    }
+  }
+}
+
 TEST_CASE("the stream walker equals per-element Philox across block boundaries", "[philox]") {
   FfpaDropoutStream s;
   s.init(99);
