@@ -386,20 +386,23 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     // Keep bits of the thread's row (bit 2n + e): this block draws the n8 groups of its half,
     // n in [rank NN / 2, (rank + 1) NN / 2), and the other block's half comes with the cluster
     // exchange, so each P element's Philox draw is made once per cluster. The forward's element
-    // ((b Hq + hq) Nq + r) Nkv + key; one draw live at a time (a rolled loop).
+    // ((b Hq + hq) Nq + r) Nkv + key. The lanes of a pair share the row: for the groups n, n + 1
+    // the even lane draws the 4 keys of both in group n and the odd lane those in n + 1
+    // (keep_pair_swap), so each Philox block is drawn once. One draw live at a time (a rolled
+    // loop).
+    static_assert(NN % 4 == 0, "each block draws whole pairs of n8 groups");
     u32 keep = 0;
     {
       int r, hq;
       row_of(wq * 16 + (lane >> 2) + wg * 8, r, hq);
-      const unsigned long long erow =
+      const unsigned long long g =
+          f.dropout_offset +
           (((unsigned long long)b * f.Hq + hq) * f.Nq + max(r, 0)) * (unsigned long long)f.Nkv +
-          key0;
+          key0 - (lane & 1) * 2 + (lane & 1) * 8;
 #pragma unroll 1
-      for (int n = rank * (NN / 2); n < (rank + 1) * (NN / 2); ++n) {
-        float k2[2] = {1.f, 1.f};
-        dropout2(f.dropout_seed, f.dropout_offset + erow + n * 8, f.dropout_keep_min, k2);
-        keep |= (k2[0] != 0.f ? 1u : 0u) << (2 * n) | (k2[1] != 0.f ? 2u : 0u) << (2 * n);
-      }
+      for (int n = rank * (NN / 2); n < (rank + 1) * (NN / 2); n += 2)
+        keep |= keep_pair_swap(keep4(f.dropout_seed, g + n * 8, f.dropout_keep_min), lane & 1)
+                << (2 * n);
     }
 #endif
     // Exchange in the cluster. Each thread sends its sums (and its keep bits) to the same thread

@@ -138,31 +138,38 @@ __device__ __forceinline__ u32 kept_nibble(const FfpaPhilox4& r, u32 kmin) {
          (u32)(r.x[3] >= kmin) << 3;
 }
 
+// Keep decisions of the stream positions g .. g + 3 (bit i: g + i): one Philox block, two when
+// the four straddle a block boundary. kmin: ffpa_keep_min of the dropout probability. Words are
+// compared as integers.
+__device__ __forceinline__ u32 keep4(unsigned long long seed, unsigned long long g, u32 kmin) {
+  const u32 o = (u32)g & 3;
+  u32 n = kept_nibble(ffpa_philox_block(seed, g >> 2), kmin) >> o;
+  if (o) n |= kept_nibble(ffpa_philox_block(seed, (g >> 2) + 1), kmin) << (4 - o);
+  return n & 15u;
+}
+
+// Lanes 2i and 2i + 1 hold two elements each of the same 4 consecutive keys (the even lane keys 0,
+// 1, the odd lane 2, 3) in two places (two rows, or two 8-key groups): each draws keep4 of one
+// place (the even lane the first) and hands the other the 2 decisions it needs, so a Philox block
+// is computed once instead of by both lanes. Returns the lane's decisions: bits 0, 1 in the first
+// place, bits 2, 3 in the second.
+__device__ __forceinline__ u32 keep_pair_swap(u32 n, bool odd) {
+  const u32 r = __shfl_xor_sync(0xffffffffu, odd ? n : n >> 2, 1) & 3u;
+  return odd ? (r | (n & 12u)) : ((n & 3u) | r << 2);
+}
+
 // Keep bits of a thread's dropout elements in NS 8-column slices of one m16 mma tile: bit
-// (ns * 2 + h) * 2 + e for row (lane >> 2) + 8h, column ns * 8 + 2 * (lane & 3) + e. The lanes
-// 2i and 2i + 1 hold 4 consecutive keys of the same two rows: each draws the 4 elements of one row
-// (h = lane & 1, one Philox block when aligned) and hands the other the 2 it needs, so a block is
-// computed once instead of by both lanes. g: stream position (offset + element) of this lane's
-// row h at column 4 * ((lane >> 1) & 1) of slice 0; kmin: ffpa_keep_min of the probability.
-// Words are compared as integers and the 4 decisions moved as bits (one shuffle a slice).
+// (ns * 2 + h) * 2 + e for row (lane >> 2) + 8h, column ns * 8 + 2 * (lane & 3) + e (the two
+// places of keep_pair_swap are the rows h = 0, 1). g: stream position (offset + element) of this
+// lane's row h = lane & 1 at column 4 * ((lane >> 1) & 1) of slice 0.
 template <int NS>
 __device__ __forceinline__ u32 dropout_keep_bits(unsigned long long seed, unsigned long long g,
                                                  u32 kmin, int lane) {
   static_assert(NS * 4 <= 32, "keep bits fit one register");
-  const bool odd = lane & 1;
-  const u32 o = (u32)g & 3;  // the same for every slice: they are 8 apart
   u32 keep = 0;
 #pragma unroll
-  for (int ns = 0; ns < NS; ++ns) {
-    const unsigned long long c = (g + ns * 8) >> 2;
-    // Bit i: element g + ns * 8 + i; when the 4 straddle two blocks (o > 0) the last o come
-    // from the next one.
-    u32 n = kept_nibble(ffpa_philox_block(seed, c), kmin) >> o;
-    if (o) n |= kept_nibble(ffpa_philox_block(seed, c + 1), kmin) << (4 - o);
-    // The even lane keeps elements 0, 1 of its row and sends 2, 3; the odd lane the reverse.
-    const u32 r = __shfl_xor_sync(0xffffffffu, odd ? n : n >> 2, 1) & 3u;
-    keep |= (odd ? (r | (n & 12u)) : ((n & 3u) | r << 2)) << (ns * 4);
-  }
+  for (int ns = 0; ns < NS; ++ns)
+    keep |= keep_pair_swap(keep4(seed, g + ns * 8, kmin), lane & 1) << (ns * 4);
   return keep;
 }
 #endif
