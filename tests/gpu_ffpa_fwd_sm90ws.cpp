@@ -234,7 +234,7 @@ TEST_CASE("sm90ws forward timings", "[.][bench]") {
     for (int rep = 0; rep < 2; ++rep)
       for (int seesaw : {0, 1}) bench("seesaw", self, fwd90ws::Config{16, 1, 0, seesaw});
     for (int seesaw : {0, 1}) {
-      bench("dropout", drop, fwd90ws::Config{16, 1, 0, seesaw});
+      bench("dropout", drop, fwd90ws::Config{16, 1, seesaw, seesaw});
       bench("bias", biased, fwd90ws::Config{16, 1, 0, seesaw});
     }
   }
