@@ -138,14 +138,16 @@ __device__ __forceinline__ u32 kept_nibble(const FfpaPhilox4& r, u32 kmin) {
          (u32)(r.x[3] >= kmin) << 3;
 }
 
-// Keep decisions of the stream positions g .. g + 3 (bit i: g + i): one Philox block, two when
-// the four straddle a block boundary. kmin: ffpa_keep_min of the dropout probability. Words are
-// compared as integers.
-__device__ __forceinline__ u32 keep4(unsigned long long seed, unsigned long long g, u32 kmin) {
-  const u32 o = (u32)g & 3;
-  u32 n = kept_nibble(ffpa_philox_block(seed, g >> 2), kmin) >> o;
-  if (o) n |= kept_nibble(ffpa_philox_block(seed, (g >> 2) + 1), kmin) << (4 - o);
-  return n & 15u;
+// Keep decisions of the stream positions 4c + o .. 4c + o + 3 (bit i: 4c + o + i; bits above 3
+// undefined), o < 4: one Philox block, two when o > 0 (the four straddle a block boundary). kmin:
+// ffpa_keep_min of the dropout probability; words are compared as integers. The caller passes o
+// (the same for positions 8 apart) so it is computed once, not per slice: recomputed, it made
+// ptxas spill in ffpa_fwd.cuh at D = 512.
+__device__ __forceinline__ u32 keep4(unsigned long long seed, unsigned long long c, u32 o,
+                                     u32 kmin) {
+  u32 n = kept_nibble(ffpa_philox_block(seed, c), kmin) >> o;
+  if (o) n |= kept_nibble(ffpa_philox_block(seed, c + 1), kmin) << (4 - o);
+  return n;
 }
 
 // Lanes 2i and 2i + 1 hold two elements each of the same 4 consecutive keys (the even lane keys 0,
@@ -166,10 +168,11 @@ template <int NS>
 __device__ __forceinline__ u32 dropout_keep_bits(unsigned long long seed, unsigned long long g,
                                                  u32 kmin, int lane) {
   static_assert(NS * 4 <= 32, "keep bits fit one register");
+  const u32 o = (u32)g & 3;  // the same for every slice: they are 8 apart
   u32 keep = 0;
 #pragma unroll
   for (int ns = 0; ns < NS; ++ns)
-    keep |= keep_pair_swap(keep4(seed, g + ns * 8, kmin), lane & 1) << (ns * 4);
+    keep |= keep_pair_swap(keep4(seed, (g + ns * 8) >> 2, o, kmin), lane & 1) << (ns * 4);
   return keep;
 }
 #endif
