@@ -399,12 +399,13 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
           f.dropout_offset +
           (((unsigned long long)b * f.Hq + hq) * f.Nq + max(r, 0)) * (unsigned long long)f.Nkv +
           key0 - (lane & 1) * 2 + (lane & 1) * 8;
-      const u32 o = (u32)g & 3;
 #pragma unroll 1
-      for (int n = rank * (NN / 2); n < (rank + 1) * (NN / 2); n += 2)
-        keep |=
-            keep_pair_swap(keep4(f.dropout_seed, (g + n * 8) >> 2, o, f.dropout_keep_min), lane & 1)
-            << (2 * n);
+      for (int n = rank * (NN / 2); n < (rank + 1) * (NN / 2); n += 2) {
+        const unsigned long long gn = g + n * 8;
+        keep |= keep_pair_swap(keep4(f.dropout_seed, gn >> 2, (u32)gn & 3, f.dropout_keep_min),
+                               lane & 1)
+                << (2 * n);
+      }
     }
 #endif
     // Exchange in the cluster. Each thread sends its sums (and its keep bits) to the same thread
