@@ -8,6 +8,10 @@
 // mbarriers take turns. Thread 0 of each block writes the clock64 cycles of one exchange
 // (averaged over `iters`). With work = 0 it measures the exchange's latency and throughput
 // (FFPA_MB_NV x 4 KB a block and exchange); with work > 0, how much of it independent work hides.
+// With red = 1 the work is `work` fp32 reductions a thread into global memory (`red.global.add`,
+// 16 bytes each, a thread's own addresses, as ffpa-bwd-sm90c's dQ chunks issue them between the
+// stores and the wait with dqlag): do they hide under the exchange, or compete for the SM's path
+// out as the distributed shared memory stores do?
 #pragma once
 
 #include "tma.cuh"
@@ -23,7 +27,8 @@ constexpr int BUF = NV * NT;  // float4 slots of one buffer
 }  // namespace ffpa_mb
 
 extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_mb::NT, 1)
-    mb_exchange_kernel(long long* cycles, float* sink, int iters, int work) {
+    mb_exchange_kernel(long long* cycles, float* sink, float* red_buf, int iters, int work,
+                       int red) {
   using namespace ffpa_mb;
   extern __shared__ __align__(16) unsigned char smem[];
   float4* buf = reinterpret_cast<float4*>(smem);
@@ -46,7 +51,16 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_mb::
     for (int n = 0; n < NV; ++n)
       st_async4(peer + (b * BUF + n * NT) * 16, acc, acc + 1.f, acc + 2.f, acc + 3.f,
                 bar_peer + b * 8);
-    for (int w = 0; w < work; ++w) acc = fmaf(acc, 0.999f, 0.5f);
+    if (red) {
+      // 64 lines a thread in turn: the reductions stay in L2, like dQ's.
+      float4* dst = reinterpret_cast<float4*>(red_buf) + (blockIdx.x * NT + tid) * 64;
+      for (int w = 0; w < work; ++w)
+        asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst + (w & 63)),
+                     "f"(acc), "f"(acc), "f"(acc), "f"(acc)
+                     : "memory");
+    } else {
+      for (int w = 0; w < work; ++w) acc = fmaf(acc, 0.999f, 0.5f);
+    }
     if (tid == 0) mbar_expect_tx(bars + b * 8, BUF * 16);
     // Buffer b is written again (exchange i + 2) only after the other block has waited for
     // exchange i + 1, whose stores this thread issues after this read.

@@ -32,9 +32,9 @@ struct Exchange {
   long long min_cycles = 0, max_cycles = 0;
 };
 
-// Every SM's block (pairs of clusters), NV float4 a thread and exchange, `work` FMAs between the
-// stores and the wait.
-Exchange run_exchange(int nv, int work, int iters) {
+// Every SM's block (pairs of clusters), NV float4 a thread and exchange, `work` FMAs (red = 0) or
+// 16-byte global reductions (red = 1) between the stores and the wait.
+Exchange run_exchange(int nv, int work, int iters, int red = 0) {
   const nvrtc::Compiled comp =
       nvrtc::compile("microbench_sm90.cuh", {"-DFFPA_MB_NV=" + std::to_string(nv)}, "sm_90a");
   const nvrtc::Library lib(comp.cubin);
@@ -45,9 +45,11 @@ Exchange run_exchange(int nv, int work, int iters) {
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   gpu::DeviceBuffer cycles(blocks * sizeof(long long));
   gpu::DeviceBuffer sink(static_cast<size_t>(blocks) * threads * sizeof(float));
+  gpu::DeviceBuffer reds(static_cast<size_t>(blocks) * threads * 64 * 16);
   long long* c = cycles.as<long long>();
   float* s = sink.as<float>();
-  void* args[] = {&c, &s, &iters, &work};
+  float* r = reds.as<float>();
+  void* args[] = {&c, &s, &r, &iters, &work, &red};
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(blocks);
   cfg.blockDim = dim3(threads);
@@ -76,6 +78,9 @@ TEST_CASE("microbench: the cluster exchange runs and takes time", "[gpu]") {
     CHECK(e.min_cycles > 0);
     CHECK(e.max_cycles < 1000000);  // a lost phase would hang, a wrong parity run away
   }
+  const Exchange e = run_exchange(8, 16, 64, 1);
+  CHECK(e.min_cycles > 0);
+  CHECK(e.max_cycles < 1000000);
 }
 
 TEST_CASE("microbench: cluster exchange cycles by payload and overlapping work", "[.][bench]") {
@@ -88,5 +93,13 @@ TEST_CASE("microbench: cluster exchange cycles by payload and overlapping work",
       const double bytes = nv * 256.0 * 16;
       std::printf("%-8.0f %-8d %-12.0f %-14.1f %-10lld %-10lld\n", bytes / 1024, work,
                   e.median_cycles, bytes / e.median_cycles, e.min_cycles, e.max_cycles);
+    }
+  // Global reductions as the work (16 bytes each): with no exchange (nv = 0 is not a payload, so
+  // the smallest, 4 KB) and with ffpa-bwd-sm90c's 32 KB.
+  std::printf("%-8s %-8s %-12s\n", "KB/blk", "reds", "cyc/exch");
+  for (int nv : {1, 8})
+    for (int work : {0, 8, 16, 32, 64}) {
+      const Exchange e = run_exchange(nv, work, 2000, 1);
+      std::printf("%-8.0f %-8d %-12.0f\n", nv * 4.0, work, e.median_cycles);
     }
 }
