@@ -402,6 +402,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
 #pragma unroll 1
       for (int n = rank * (NN / 2); n < (rank + 1) * (NN / 2); n += 2) {
         const unsigned long long gn = g + n * 8;
+        // Masked to its 4 decisions (keep_pair_swap reads no more): the form whose cubins ran.
         const u32 k4 = keep4(f.dropout_seed, gn >> 2, (u32)gn & 3, f.dropout_keep_min) & 15u;
         keep |= keep_pair_swap(k4, lane & 1) << (2 * n);
       }

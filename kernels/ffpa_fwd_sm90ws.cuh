@@ -407,8 +407,8 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
           (((unsigned long long)b * p.Hq + srow[BR + drow]) * p.Nq + srow[drow]) *
               (unsigned long long)p.Nkv +
           key0 - (lane & 1) * 2;
-      // The seed and p come from shared memory here: kept in registers across the pair loop,
-      // one of them is what ptxas spilled.
+      // The seed and the smallest kept word come from shared memory here: kept in registers
+      // across the pair loop, one of them is what ptxas spilled.
       const unsigned long long seed = sdrop->seed;
       const u32 kmin = sdrop->kmin;
       const u32 keep = dropout_keep_bits<8>(seed, gi, kmin, lane);
