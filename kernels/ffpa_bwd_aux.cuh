@@ -16,24 +16,28 @@ constexpr int D = FFPA_D;
 
 #if FFPA_DQ_TILED
 // Offset in dq_accum of row (b, hq, r), columns col, col + 1 (col even), when it is tiled
-// (ffpa-bwd-sm90c; otherwise it is contiguous [B, Hq, Nq, D]): per (b, kv head, query tile of 64
-// packed rows of the GQA group, 64-column chunk of D padded to 256) a 64 x 64 block in the order of
-// an m64n64 wgmma accumulator: warp w, n8 group n, lane l, element e hold row 16 w + l / 4 + 8 (e /
+// (ffpa-bwd-sm90c, FFPA_DQ_TILED = its quarter: D is split into 4 quarters of that many columns;
+// otherwise dq_accum is contiguous [B, Hq, Nq, D]): per (b, kv head, query tile of 64 packed rows
+// of the GQA group, quarter, 64-column chunk of the quarter) a 64 x 64 block in the order of an
+// m64n64 wgmma accumulator: warp w, n8 group n, lane l, element e hold row 16 w + l / 4 + 8 (e /
 // 2), column 8 n + 2 (l % 4) + e % 2. A warp then reduces one n8 group of its fragment as 512
 // contiguous bytes, with no lane exchange and no bounds check (rows past the group and columns
 // past D land in the padding, which nothing reads).
-// The first float of the block of query tile `tile` and chunk `chunk` of kv head kvh.
+constexpr int DQ = FFPA_DQ_TILED;
+constexpr int QCHUNKS = (DQ + 63) / 64;  // 64-column chunks of a quarter
+// The first float of the block of query tile `tile` and chunk `chunk` (quarter * QCHUNKS + its
+// chunk) of kv head kvh.
 __device__ __forceinline__ long long dq_block(const FfpaFwdParams& f, int b, int kvh, int tile,
                                               int chunk) {
-  constexpr int CHUNKS = (D + 255) / 256 * 4;
   const int tiles = (f.group * f.Nq + 63) / 64;
-  return ((((long long)b * f.Hkv + kvh) * tiles + tile) * CHUNKS + chunk) * 4096;
+  return ((((long long)b * f.Hkv + kvh) * tiles + tile) * (4 * QCHUNKS) + chunk) * 4096;
 }
 __device__ __forceinline__ long long dq_offset(const FfpaFwdParams& f, int b, int hq, int r,
                                                int col) {
   const int kvh = hq / f.group, i = (hq - kvh * f.group) * f.Nq + r;
-  const int row = i & 63, c = col & 63, lane = (row & 7) * 4 + ((c & 7) >> 1);
-  return dq_block(f, b, kvh, i >> 6, col >> 6) + (((row >> 4) * 8 + (c >> 3)) * 32 + lane) * 4 +
+  const int qc = col % DQ, chunk = col / DQ * QCHUNKS + qc / 64;
+  const int row = i & 63, c = qc & 63, lane = (row & 7) * 4 + ((c & 7) >> 1);
+  return dq_block(f, b, kvh, i >> 6, chunk) + (((row >> 4) * 8 + (c >> 3)) * 32 + lane) * 4 +
          ((row >> 3) & 1) * 2;
 }
 #endif

@@ -75,11 +75,17 @@ constexpr int BR = 64;
 constexpr int BC = FFPA_BC;
 constexpr int NN = BC / 8;  // n8 groups of an m64nBC accumulator
 constexpr int NT = 256;
-constexpr int DP = (D + 255) / 256 * 256;  // zero-filled past D
-constexpr int DC = DP / 2;                 // columns of a block
-constexpr int DQ = DP / 4;                 // columns of a warpgroup
-constexpr int NP = DQ / 64;                // 64-column panels of a warpgroup
-constexpr int PPG = FFPA_PANELS;           // of them per Q/dO cp.async group
+// KM (64 keys): dK and dV key-major (M = the 64 keys, N = the quarter's columns), so a quarter
+// is D rounded up to 64, over 4 (a multiple of 16 for the k16 steps of S): D = 320 does 320
+// columns' work. 32 keys (past D = 512) cannot be an M: there dK^T and dV^T have M = the
+// quarter's columns in 64-row steps, and D is padded to 256.
+constexpr bool KM = BC == 64;
+constexpr int DQ = (KM ? (D + 63) / 64 * 64 : (D + 255) / 256 * 256) / 4;  // columns of a warpgroup
+constexpr int DC = 2 * DQ;                                                 // columns of a block
+constexpr int NP = (DQ + 63) / 64;  // 64-column panels of a quarter, each quarter from its own
+constexpr int DP = 4 * NP * 64;     // the panels of all quarters (zero-filled past D)
+constexpr int LAST8 = (DQ - (NP - 1) * 64) / 8;  // n8 groups of a quarter's last panel
+constexpr int PPG = FFPA_PANELS;                 // panels per Q/dO cp.async group
 constexpr int NG = NP / PPG;
 constexpr int KV_PANEL = BC * 128;
 constexpr int Q_PANEL = BR * 128;
@@ -100,7 +106,11 @@ constexpr float LOG2E = 1.4426950408889634f;
 
 static_assert(D % 8 == 0 && D <= 1024, "D: a multiple of 8, at most 1024");
 static_assert(BC == 32 || BC == 64, "key tiles of 32 or 64");
-static_assert(NP * NN <= 32, "dK, dV (2 NP NN 4 fp32 a thread) live in registers");
+// dV, dK accumulators: [1][DQ / 8] key-major, [NP][NN] transposed (one m64nBC a panel).
+constexpr int DVX = KM ? 1 : NP, DVY = KM ? DQ / 8 : NN;
+static_assert(DVX * DVY <= 32, "dK, dV (2 DVX DVY 4 fp32 a thread) live in registers");
+static_assert(!KM || FFPA_DQ_TILED == DQ, "key-major quarters reduce dQ in fragment order");
+static_assert(!FFPA_DQ_TILED || FFPA_DQ_TILED == DQ, "dq_accum's layout knows the quarter");
 static_assert(NP % PPG == 0, "a Q/dO group holds a whole share of the quarter's panels");
 static_assert(DQB == 1 || DQB == 2, "one or two dQ chunk accumulators");
 static_assert(XB == 1 || XB == 2, "one or two exchange buffers");
@@ -116,6 +126,19 @@ __device__ __forceinline__ void kv_granule(const FfpaFwdParams& f, const u16* kb
   const long long vo = (long long)key * f.v_row_stride + col;
   cp_async16(sK + off, ok ? kb + ko : kb, ok);
   cp_async16(sV + off, ok ? vb + vo : vb, ok);
+}
+// Shared-memory column of the block's column lc: each quarter starts on a panel of its own, so
+// that MN-major operands over it start on a swizzle atom (wgmma.cuh, desc_mn_wide).
+__device__ __forceinline__ int smem_col(int lc) {
+  return lc / DQ * (NP * 64) + lc % DQ;
+}
+// dQ chunk (64 columns; the last one LAST8 n8 groups): dq (+)= dS K[:, chunk], K = BC keys.
+template <int W8>
+__device__ __forceinline__ void dq_mma(float (&dq)[8][4], u32 st, u32 kp) {
+  wgmma_first_n<W8, 1, 1>(dq, desc_mn(st), desc_mn(kp));
+#pragma unroll
+  for (int ks = 1; ks < BC / 16; ++ks)
+    wgmma_n<W8, 1, 1>(dq, desc_mn(st + ks * 16 * 128), desc_mn(kp + ks * 16 * 128));
 }
 __device__ __forceinline__ void qdo_gran(QdoRow src, u32 sQ, u32 sO, int row, int lc, int col) {
   const bool ok = src.ok && col < D;
@@ -170,7 +193,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
 #pragma unroll 4
     for (int idx = tid; idx < BC * DC / 8; idx += NT) {
       const int row = idx / (DC / 8), lc = (idx % (DC / 8)) * 8;
-      kv_granule(f, kb, vb, sK, sV, row, lc, cbase + lc, n0);
+      kv_granule(f, kb, vb, sK, sV, row, smem_col(lc), cbase + lc, n0);
     }
     cp_async_commit();
   }
@@ -224,20 +247,24 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     for (int g = 0; g < NG; ++g) {
 #pragma unroll
       for (int q = 0; q < 2 * PPG; ++q) {
-        const int lc = ((q / PPG) * NP + g * PPG + q % PPG) * 64 + (tid & 7) * 8;
+        // Column qc of quarter q / PPG's panel g PPG + q % PPG (past the quarter: not loaded,
+        // never read).
+        const int qc = (g * PPG + q % PPG) * 64 + (tid & 7) * 8;
+        if (qc >= DQ) continue;
+        const int lc = (q / PPG) * NP * 64 + qc;
 #pragma unroll
         for (int j = 0; j < RPT; ++j)
-          qdo_gran(src[j], sQ, sO, (tid >> 3) + j * (NT / 8), lc, cbase + lc);
+          qdo_gran(src[j], sQ, sO, (tid >> 3) + j * (NT / 8), lc, cbase + (q / PPG) * DQ + qc);
       }
       cp_async_commit();
     }
   };
 
-  float dv[NP][NN][4], dk[NP][NN][4];
+  float dv[DVX][DVY][4], dk[DVX][DVY][4];
 #pragma unroll
-  for (int c = 0; c < NP; ++c)
+  for (int c = 0; c < DVX; ++c)
 #pragma unroll
-    for (int n = 0; n < NN; ++n)
+    for (int n = 0; n < DVY; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) dv[c][n][e] = dk[c][n][e] = 0.f;
 
@@ -255,15 +282,15 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   const u32 keep_peer = map_rank(smem_u32(keep_in + tid), rank ^ 1);
   const u32 full_peer = map_rank(full, rank ^ 1);
   // dQ[:, quarter] = dS K[:, quarter] of the query tile whose dS^T is in sSt, chunk c: columns
-  // cbase + w * DQ + c * 64 .. + 63, reduced into query tile tt's rows.
+  // cbase + w * DQ + c * 64 .. + 63 (the last chunk LAST8 * 8 of them), reduced into query tile
+  // tt's rows.
   float dqs[DQB][8][4];
   auto dq_issue = [&](int c, int bi) {
-    float(&dq)[8][4] = dqs[bi];
     const u32 kp = opaque(sK + (wg * NP + c) * KV_PANEL), st = opaque(sSt);
-    wgmma_first<1, 1>(dq, desc_mn(st), desc_mn(kp));
-#pragma unroll
-    for (int ks = 1; ks < BC / 16; ++ks)
-      wgmma<1, 1>(dq, desc_mn(st + ks * 16 * 128), desc_mn(kp + ks * 16 * 128));
+    if (c == NP - 1)
+      dq_mma<LAST8>(dqs[bi], st, kp);
+    else
+      dq_mma<8>(dqs[bi], st, kp);
     wgmma_commit();
   };
   // FFPA_DQ_TILED (D padded to at most 512): the warp's fragment of chunk c goes to dq_accum in
@@ -278,11 +305,12 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     float(&dq)[8][4] = dqs[bi];
     fence_acc(dq);
 #if FFPA_DQ_TILED
-    float* dst = p.dq_accum + ffpa_bwd_aux::dq_block(f, b, kvh, tt, (cbase + wg * DQ) / 64 + c) +
+    float* dst = p.dq_accum + ffpa_bwd_aux::dq_block(f, b, kvh, tt, (rank * 2 + wg) * NP + c) +
                  (wq * 8 * 32 + lane) * 4;
 #pragma unroll
     for (int n = 0; n < 8; ++n)
-      red_add4(dst + n * 32 * 4, make_float4(dq[n][0], dq[n][1], dq[n][2], dq[n][3]), f.scale);
+      if (c < NP - 1 || n < LAST8)
+        red_add4(dst + n * 32 * 4, make_float4(dq[n][0], dq[n][1], dq[n][2], dq[n][3]), f.scale);
 #else
     const bool odd = lane & 1;
     const int row = wq * 16 + (lane >> 2) + (odd ? 8 : 0);
@@ -343,6 +371,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       for (int pp = 0; pp < PPG; ++pp)
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
+          if ((g * PPG + pp) * 64 + kk * 16 >= DQ) continue;  // past the quarter
           const u64 dq_ = desc_k(sq + pp * Q_PANEL + kk * 32);
           const u64 dk_ = desc_k(sk + pp * KV_PANEL + kk * 32);
           const u64 do_ = desc_k(so + pp * Q_PANEL + kk * 32);
@@ -512,12 +541,16 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       const u32 so = opaque(sO + wg * NP * Q_PANEL), sq = opaque(sQ + wg * NP * Q_PANEL);
       const u32 pt = opaque(sPt), st = opaque(sSt);
 #pragma unroll
-      for (int c = 0; c < NP; ++c)
+      for (int c = 0; c < DVX; ++c)
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-          wgmma<1, 0>(dv[c], desc_mn(so + c * Q_PANEL + ks * 16 * 128), desc_k(pt + ks * 32));
-          wgmma<1, 0>(dk[c], desc_mn(sq + c * Q_PANEL + ks * 16 * 128), desc_k(st + ks * 32));
-        }
+        for (int ks = 0; ks < 4; ++ks)
+          if (KM) {  // dV += Pd^T dO[:, quarter]: A = P^T (K-major: query rows), B over the panels
+            wgmma<0, 1>(dv[c], desc_k(pt + ks * 32), desc_mn_wide(so + ks * 16 * 128, Q_PANEL));
+            wgmma<0, 1>(dk[c], desc_k(st + ks * 32), desc_mn_wide(sq + ks * 16 * 128, Q_PANEL));
+          } else {  // dV^T[panel c] += dO[:, panel c]^T Pd
+            wgmma<1, 0>(dv[c], desc_mn(so + c * Q_PANEL + ks * 16 * 128), desc_k(pt + ks * 32));
+            wgmma<1, 0>(dk[c], desc_mn(sq + c * Q_PANEL + ks * 16 * 128), desc_k(st + ks * 32));
+          }
       wgmma_commit();
     }
     wgmma_wait<1>();
@@ -552,7 +585,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   }
   if (DQL && tp >= 0) dq_deferred();  // of the last tile
 #pragma unroll
-  for (int c = 0; c < NP; ++c) {
+  for (int c = 0; c < DVX; ++c) {
     fence_acc(dv[c]);
     fence_acc(dk[c]);
   }
@@ -575,18 +608,35 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   }
 #endif
 
-  // dK, dV of the key tile and quarter in the input dtype (zero where no query saw a key). The
-  // accumulators are transposed (rows: D, columns: keys): neighbours in a pair are two keys.
+  // dK, dV of the key tile and quarter in the input dtype (zero where no query saw a key).
   u16* dkb = static_cast<u16*>(p.dk) + b * p.dk_batch_stride + kvh * p.dk_head_stride;
   u16* dvb = static_cast<u16*>(p.dv) + b * p.dv_batch_stride + kvh * p.dv_head_stride;
+  if (KM) {  // rows: keys, columns: the quarter's; a pair is two columns of a key (D % 8 == 0)
 #pragma unroll
-  for (int c = 0; c < NP; ++c)
+    for (int h = 0; h < 2; ++h) {
+      const int key = n0 + wq * 16 + (lane >> 2) + h * 8;
+      if (key >= f.Nkv) continue;
+#pragma unroll
+      for (int j = 0; j < DVY; ++j) {
+        const int col = cbase + wg * DQ + j * 8 + (lane & 3) * 2;
+        if (col >= D) continue;
+        *reinterpret_cast<u32*>(dkb + (long long)key * p.dk_row_stride + col) =
+            pack2(dk[0][j][h * 2] * f.scale, dk[0][j][h * 2 + 1] * f.scale);
+        *reinterpret_cast<u32*>(dvb + (long long)key * p.dv_row_stride + col) =
+            pack2(dv[0][j][h * 2], dv[0][j][h * 2 + 1]);
+      }
+    }
+    return;
+  }
+  // Transposed (rows: D, columns: keys): neighbours in a pair are two keys.
+#pragma unroll
+  for (int c = 0; c < DVX; ++c)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int col = cbase + wg * DQ + c * 64 + wq * 16 + (lane >> 2) + h * 8;
       if (col >= D) continue;
 #pragma unroll
-      for (int n = 0; n < NN; ++n) {
+      for (int n = 0; n < DVY; ++n) {
         const u32 k2 = pack2(dk[c][n][h * 2] * f.scale, dk[c][n][h * 2 + 1] * f.scale);
         const u32 v2 = pack2(dv[c][n][h * 2], dv[c][n][h * 2 + 1]);
 #pragma unroll

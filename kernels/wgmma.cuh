@@ -30,73 +30,128 @@ __device__ __forceinline__ u64 desc_k(u32 addr) {
 __device__ __forceinline__ u64 desc_mn(u32 addr) {
   return make_desc(addr, 1024, 1024);
 }
+// MN-major operand wider than one atom (M or N up to 128, a multiple of 16): the 64-column
+// atoms are `atom` bytes apart (LBO: CUTLASS's canonical MN-major layout with the 128-byte
+// swizzle, ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO))). The operand starts on an atom's first column:
+// a start address inside a 128-byte row would move the whole operand's rows, not its columns.
+__device__ __forceinline__ u64 desc_mn_wide(u32 addr, u32 atom) {
+  return make_desc(addr, atom, 1024);
+}
 
 #if FFPA_BF16
 #define FFPA_WG_AB "bf16"
 #else
 #define FFPA_WG_AB "f16"
 #endif
-#define FFPA_WG_ACC16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
-#define FFPA_WG_ACC32                                                                           \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+// m64nN f32 accumulators of N / 8 n8 groups, N = 16 .. 128: the asm register lists.
+#define FFPA_WG_ACC_2 "{%0, %1, %2, %3, %4, %5, %6, %7}"
+#define FFPA_WG_ACC_4 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define FFPA_WG_ACC_6                                                                 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+  "%18, %19, %20, %21, %22, %23}"
+#define FFPA_WG_ACC_8                                                                 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+  "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define FFPA_WG_ACC_10                                                                \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+  "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, "  \
+  "%34, %35, %36, %37, %38, %39}"
+#define FFPA_WG_ACC_12                                                                \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+  "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, "  \
+  "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+#define FFPA_WG_ACC_14                                                                \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+  "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, "  \
+  "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, "  \
+  "%50, %51, %52, %53, %54, %55}"
+#define FFPA_WG_ACC_16                                                                \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+  "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, "  \
+  "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, "  \
+  "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+
 #define FFPA_WG_REGS4(c, d, i) c(d[i][0]), c(d[i][1]), c(d[i][2]), c(d[i][3])
-#define FFPA_WG_REGS16(c, d) \
-  FFPA_WG_REGS4(c, d, 0), FFPA_WG_REGS4(c, d, 1), FFPA_WG_REGS4(c, d, 2), FFPA_WG_REGS4(c, d, 3)
-#define FFPA_WG_REGS32(c, d)                                                                    \
-  FFPA_WG_REGS16(c, d), FFPA_WG_REGS4(c, d, 4), FFPA_WG_REGS4(c, d, 5), FFPA_WG_REGS4(c, d, 6), \
-      FFPA_WG_REGS4(c, d, 7)
+#define FFPA_WG_REGS_2(c, d) FFPA_WG_REGS4(c, d, 0), FFPA_WG_REGS4(c, d, 1)
+#define FFPA_WG_REGS_4(c, d) FFPA_WG_REGS_2(c, d), FFPA_WG_REGS4(c, d, 2), FFPA_WG_REGS4(c, d, 3)
+#define FFPA_WG_REGS_6(c, d) FFPA_WG_REGS_4(c, d), FFPA_WG_REGS4(c, d, 4), FFPA_WG_REGS4(c, d, 5)
+#define FFPA_WG_REGS_8(c, d) FFPA_WG_REGS_6(c, d), FFPA_WG_REGS4(c, d, 6), FFPA_WG_REGS4(c, d, 7)
+#define FFPA_WG_REGS_10(c, d) FFPA_WG_REGS_8(c, d), FFPA_WG_REGS4(c, d, 8), FFPA_WG_REGS4(c, d, 9)
+#define FFPA_WG_REGS_12(c, d) \
+  FFPA_WG_REGS_10(c, d), FFPA_WG_REGS4(c, d, 10), FFPA_WG_REGS4(c, d, 11)
+#define FFPA_WG_REGS_14(c, d) \
+  FFPA_WG_REGS_12(c, d), FFPA_WG_REGS4(c, d, 12), FFPA_WG_REGS4(c, d, 13)
+#define FFPA_WG_REGS_16(c, d) \
+  FFPA_WG_REGS_14(c, d), FFPA_WG_REGS4(c, d, 14), FFPA_WG_REGS4(c, d, 15)
 
 // d[n8][e]: register 4 * n8 + e of the m64nN f32 accumulator holds row 16 * warp + lane / 4 +
 // 8 * (e >> 1), column 8 * n8 + 2 * (lane % 4) + (e & 1).
-// D += A B, A and B from shared memory; TA / TB = 1: that operand is MN-major (imm-trans), else
-// K-major. The accumulator's extent picks N: d[4][4] is m64n32, d[8][4] m64n64.
-template <int TA, int TB>
-__device__ __forceinline__ void wgmma(float (&d)[4][4], u64 da, u64 db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC16
-      ", %16, %17, p, 1, 1, %19, %20;\n}\n"
-      : FFPA_WG_REGS16("+f", d)
-      : "l"(da), "l"(db), "n"(1), "n"(TA), "n"(TB));
+// WgmmaSS<N8>: m64n(8 N8)k16, A and B from shared memory, on the first N8 groups of d. acc: D +=
+// A B; first: D = A B, ignoring D (scale-d false): the outputs are write-only, so the compiler
+// does not keep the previous values alive into (and redefine them inside) the wgmma pipeline.
+// TA / TB = 1: that operand is MN-major (imm-trans), else K-major.
+template <int N8>
+struct WgmmaSS;
+#define FFPA_WG_SHAPE(N8, N, ACC, REGS, AB_OPS, SCALE_OP, TRANS_OPS)                          \
+  template <>                                                                                 \
+  struct WgmmaSS<N8> {                                                                        \
+    template <int TA, int TB, int M>                                                          \
+    static __device__ __forceinline__ void acc(float (&d)[M][4], u64 da, u64 db) {            \
+      static_assert(M >= N8, "the accumulator holds the N8 groups");                          \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE_OP                               \
+                   ", 0;\n"                                                                   \
+                   "wgmma.mma_async.sync.aligned.m64n" N "k16.f32." FFPA_WG_AB "." FFPA_WG_AB \
+                   " " ACC ", " AB_OPS ", p, 1, 1, " TRANS_OPS ";\n}\n"                       \
+                   : REGS("+f", d)                                                            \
+                   : "l"(da), "l"(db), "n"(1), "n"(TA), "n"(TB));                             \
+    }                                                                                         \
+    template <int TA, int TB, int M>                                                          \
+    static __device__ __forceinline__ void first(float (&d)[M][4], u64 da, u64 db) {          \
+      static_assert(M >= N8, "the accumulator holds the N8 groups");                          \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE_OP                               \
+                   ", 0;\n"                                                                   \
+                   "wgmma.mma_async.sync.aligned.m64n" N "k16.f32." FFPA_WG_AB "." FFPA_WG_AB \
+                   " " ACC ", " AB_OPS ", p, 1, 1, " TRANS_OPS ";\n}\n"                       \
+                   : REGS("=f", d)                                                            \
+                   : "l"(da), "l"(db), "n"(0), "n"(TA), "n"(TB));                             \
+    }                                                                                         \
+  };
+FFPA_WG_SHAPE(2, "16", FFPA_WG_ACC_2, FFPA_WG_REGS_2, "%8, %9", "%10", "%11, %12")
+FFPA_WG_SHAPE(4, "32", FFPA_WG_ACC_4, FFPA_WG_REGS_4, "%16, %17", "%18", "%19, %20")
+FFPA_WG_SHAPE(6, "48", FFPA_WG_ACC_6, FFPA_WG_REGS_6, "%24, %25", "%26", "%27, %28")
+FFPA_WG_SHAPE(8, "64", FFPA_WG_ACC_8, FFPA_WG_REGS_8, "%32, %33", "%34", "%35, %36")
+FFPA_WG_SHAPE(10, "80", FFPA_WG_ACC_10, FFPA_WG_REGS_10, "%40, %41", "%42", "%43, %44")
+FFPA_WG_SHAPE(12, "96", FFPA_WG_ACC_12, FFPA_WG_REGS_12, "%48, %49", "%50", "%51, %52")
+FFPA_WG_SHAPE(14, "112", FFPA_WG_ACC_14, FFPA_WG_REGS_14, "%56, %57", "%58", "%59, %60")
+FFPA_WG_SHAPE(16, "128", FFPA_WG_ACC_16, FFPA_WG_REGS_16, "%64, %65", "%66", "%67, %68")
+#undef FFPA_WG_SHAPE
+
+// D += A B over the whole accumulator (d[4][4]: m64n32, d[8][4]: m64n64, d[10][4]: m64n80, ...).
+template <int TA, int TB, int N8>
+__device__ __forceinline__ void wgmma(float (&d)[N8][4], u64 da, u64 db) {
+  WgmmaSS<N8>::template acc<TA, TB>(d, da, db);
 }
-template <int TA, int TB>
-__device__ __forceinline__ void wgmma(float (&d)[8][4], u64 da, u64 db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC32
-      ", %32, %33, p, 1, 1, %35, %36;\n}\n"
-      : FFPA_WG_REGS32("+f", d)
-      : "l"(da), "l"(db), "n"(1), "n"(TA), "n"(TB));
+template <int TA, int TB, int N8>
+__device__ __forceinline__ void wgmma_first(float (&d)[N8][4], u64 da, u64 db) {
+  WgmmaSS<N8>::template first<TA, TB>(d, da, db);
 }
-// D = A B, ignoring D (scale-d false): the outputs are write-only, so the compiler does not keep
-// the previous values alive into (and redefine them inside) the wgmma pipeline.
-template <int TA, int TB>
-__device__ __forceinline__ void wgmma_first(float (&d)[4][4], u64 da, u64 db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC16
-      ", %16, %17, p, 1, 1, %19, %20;\n}\n"
-      : FFPA_WG_REGS16("=f", d)
-      : "l"(da), "l"(db), "n"(0), "n"(TA), "n"(TB));
+// The same on the first W8 n8 groups of d only (a narrower N; the other groups are untouched).
+template <int W8, int TA, int TB, int M>
+__device__ __forceinline__ void wgmma_n(float (&d)[M][4], u64 da, u64 db) {
+  WgmmaSS<W8>::template acc<TA, TB>(d, da, db);
 }
-template <int TA, int TB>
-__device__ __forceinline__ void wgmma_first(float (&d)[8][4], u64 da, u64 db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC32
-      ", %32, %33, p, 1, 1, %35, %36;\n}\n"
-      : FFPA_WG_REGS32("=f", d)
-      : "l"(da), "l"(db), "n"(0), "n"(TA), "n"(TB));
+template <int W8, int TA, int TB, int M>
+__device__ __forceinline__ void wgmma_first_n(float (&d)[M][4], u64 da, u64 db) {
+  WgmmaSS<W8>::template first<TA, TB>(d, da, db);
 }
 // m64n64: D += A B, A from registers (a[0..3]: rows lane/4 and +8, k 2*(lane%4) and +8), B
 // MN-major from shared memory (imm-trans-b = 1).
 __device__ __forceinline__ void wgmma_rs(float (&d)[8][4], const u32 (&a)[4], u64 db) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC32
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " FFPA_WG_ACC_8
       ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-      : FFPA_WG_REGS32("+f", d)
+      : FFPA_WG_REGS_8("+f", d)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1));
 }
 

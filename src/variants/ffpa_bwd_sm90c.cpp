@@ -20,10 +20,15 @@ namespace {
 constexpr int kRegisterOverhead = 48;
 
 int padded(int D) {
-  return padded_d(D, 256);  // four 64-column quarters
+  return padded_d(D, 256);  // four quarters, each on whole 64-column panels of shared memory
 }
 int quarter_panels(int D) {
   return padded(D) / 256;
+}
+// Columns of a warpgroup's quarter of D: bc = 64 keeps dK and dV key-major (N = the quarter, D
+// rounded up to 64); with 32 keys they are transposed (M = the quarter, D padded to 256).
+int quarter(int D, int bc) {
+  return padded_d(D, bc == 64 ? 64 : 256) / 4;
 }
 
 }  // namespace
@@ -78,11 +83,11 @@ int smem_bytes(const Config& c, int D) {
 }
 
 int accumulator_registers(const Config& c, int D) {
-  // dV^T and dK^T (2 x DP/4 x bc over 128 threads), then the larger of S and dP (phase 1: 2 x 64
+  // dV and dK (2 x quarter x bc over 128 threads), then the larger of S and dP (phase 1: 2 x 64
   // x bc over 128) and the dQ chunks (64 x 64 over 128 each; two live at once only from 3 chunks
   // a warpgroup up; with dqlag, one chunk beside the exchanged S and dP sums, bc / 2)
   const int dq = 32 * (c.dqbuf == 2 && quarter_panels(D) >= 3 ? 2 : 1);
-  return padded(D) * c.bc / 256 + std::max({c.bc, dq, c.dqlag ? c.bc / 2 + 32 : 0});
+  return 2 * quarter(D, c.bc) * c.bc / 128 + std::max({c.bc, dq, c.dqlag ? c.bc / 2 + 32 : 0});
 }
 
 Support check(const Config& c, int D, int smem_limit) {
@@ -100,10 +105,10 @@ Support check(const Config& c, int D, int smem_limit) {
     return Support::no(
         "dqlag=1 defers the last of a warpgroup's dQ chunks behind the next tile: "
         "it needs two chunks (D padded to 256 above 256)");
-  if (c.bc == 64 && padded(D) > 512)
-    return Support::no(
-        "bc=64 needs D padded to 256 at most 512 (dK and dV of 64 keys and a quarter of D, " +
-        s(padded(D) / 4) + " columns, would take " + s(padded(D) / 4) + " registers)");
+  if (c.bc == 64 && D > 512)
+    return Support::no("bc=64 needs D at most 512 (dK and dV of 64 keys and a quarter of D, " +
+                       s(quarter(D, 64)) + " columns, would take " + s(quarter(D, 64)) +
+                       " registers)");
   if (c.panels < 1 || quarter_panels(D) % c.panels)
     return Support::no("panels=" + s(c.panels) + " must divide " + s(quarter_panels(D)) +
                        " (the 64-column panels of a warpgroup's quarter of D)");
@@ -126,7 +131,8 @@ int64_t dq_accum_floats(const Shape& s) {
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
   // FFPA_BC, FFPA_PANELS, FFPA_DQBUF, FFPA_XBUF, FFPA_DQLAG
   std::vector<std::string> o = knob_defines(kKnobs, c);
-  o.push_back(define("FFPA_DQ_TILED", dq_tiled(f.D)));  // dq_accum's layout (dq_accum_floats)
+  // dq_accum's layout (dq_accum_floats): tiled by quarters of that many columns, or row-major
+  o.push_back(define("FFPA_DQ_TILED", dq_tiled(f.D) ? quarter(f.D, c.bc) : 0));
   const std::vector<std::string> fd = f.defines();
   o.insert(o.end(), fd.begin(), fd.end());
   return o;

@@ -47,9 +47,9 @@ int accumulator_registers(const Config&, int D);
 Support check(const Config&, int D, int smem_limit);
 
 // The dq_accum workspace in floats for D padded to at most 512: per batch, kv head, query tile of
-// 64 packed rows of the GQA group and 64-column chunk of D padded to 256, a 64 x 64 block in the
-// order of the wgmma accumulator fragments (kernels/ffpa_bwd_aux.cuh, FFPA_DQ_TILED); 0 past 512
-// (row-major [B, Hq, Nq, D], bwd::make_op's default).
+// 64 packed rows of the GQA group, quarter of D and 64-column chunk of the quarter, a 64 x 64 block
+// in the order of the wgmma accumulator fragments (kernels/ffpa_bwd_aux.cuh, FFPA_DQ_TILED); 0 past
+// 512 (row-major [B, Hq, Nq, D], bwd::make_op's default).
 int64_t dq_accum_floats(const Shape&);
 
 std::vector<std::string> nvrtc_options(const Config&, const bwd::Features&);
