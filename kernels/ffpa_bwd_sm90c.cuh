@@ -208,13 +208,18 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   // Causal: query tiles that see none of the key tile's keys are skipped (cluster-uniform: both
   // blocks have the same n0, so they meet at the same cluster barriers and count the same
   // exchanges on the mbarriers).
-  auto next_tile = [&](int t) {
-    for (; FFPA_CAUSAL && t < ntile; ++t) {
-      const int m0 = t * BR, i_hi = min(m0 + BR, rows_total) - 1;
+  // The clusters of a wave hold neighbouring key tiles of a head: starting together at query
+  // tile 0 they would all reduce into the same dQ rows at once. Cluster i starts at tile
+  // i ntile / clusters instead and wraps around (position k visits tile_at(k)).
+  const int start = (int)((long long)(blockIdx.x >> 1) * ntile / (gridDim.x >> 1));
+  auto tile_at = [&](int k) { return k + start >= ntile ? k + start - ntile : k + start; };
+  auto next_tile = [&](int k) {
+    for (; FFPA_CAUSAL && k < ntile; ++k) {
+      const int m0 = tile_at(k) * BR, i_hi = min(m0 + BR, rows_total) - 1;
       const int r_hi = m0 / f.Nq != i_hi / f.Nq ? f.Nq - 1 : i_hi % f.Nq;
       if (r_hi + diag >= n0) break;
     }
-    return t;
+    return k;
   };
 
   // Row table (into parity par) and the NG cp.async groups of Q and dO of query tile t; group g
@@ -332,7 +337,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
 #endif
   };
 
-  int t = next_tile(0), ex = 0, tp = -1;  // ex: query tiles done (both blocks do the same);
+  int k = next_tile(0), ex = 0, tp = -1;  // ex: query tiles done (both blocks do the same);
   // tp: the previous one (FFPA_DQLAG: its last dQ chunk is still to do)
   // FFPA_DQLAG's deferred work: the last dQ chunk of query tile tp.
   auto dq_deferred = [&] {
@@ -341,9 +346,9 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     wgmma_wait<0>();
     dq_reduce(NP - 1, 0, tp);
   };
-  if (t < ntile) stage(t, 0);
-  while (t < ntile) {
-    const int tn = next_tile(t + 1), par = ex & 1;
+  if (k < ntile) stage(tile_at(k), 0);
+  while (k < ntile) {
+    const int t = tile_at(k), kn = next_tile(k + 1), par = ex & 1;
     const float* rt = reinterpret_cast<const float*>(rows_base + par * ROW_BYTES);
     // This tile's block exchange buffer and the buffer the other block's sums land in.
     float4* const xe = xbuf + (XB == 2 ? par : 0) * X_SLOTS;
@@ -558,7 +563,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     // dV and dK retired in both warpgroups: Q and dO are free for the next tile's loads.
     wgmma_wait<0>();
     __syncthreads();
-    if (tn < ntile) stage(tn, par ^ 1);
+    if (kn < ntile) stage(tile_at(kn), par ^ 1);
       // DQB = 2: chunk c + 1 is in flight while chunk c is reduced; its accumulator held chunk
       // c - 1, reduced in the previous step (chunk 0 before the staging).
 #pragma unroll
@@ -580,7 +585,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       dq_reduce(c, bi, t);
     }
     tp = t;
-    t = tn;
+    k = kn;
     ++ex;
   }
   if (DQL && tp >= 0) dq_deferred();  // of the last tile
