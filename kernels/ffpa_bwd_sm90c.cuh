@@ -478,7 +478,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
 
     // FFPA_DQLAG: every warp's deferred chunk has read sSt before it is overwritten.
     if (DQL) __syncthreads();
-    // P and dS of the thread's rows, stored transposed: [key][query row], 2-byte stores.
+    // P and dS of the thread's rows, stored transposed: [key][query row] (stmatrix .trans).
     {
       const int row = wq * 16 + (lane >> 2) + wg * 8;
       const float l = rt[row], dl = rt[BR + row];
@@ -490,6 +490,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       const long long boff =
           b * f.bias_batch_stride + hq * f.bias_head_stride + max(r, 0) * f.bias_row_stride + key0;
 #endif
+      u32 pp4[4], ds4[4];  // packed Pd and dS of four n8 groups (bf16 / fp16 pairs)
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
         float pr[2], pd[2], ds[2];
@@ -527,12 +528,14 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
           if (rank == 0 && r >= 0 && n * 8 + e < kv_lim)
             put_dbias(p, b, hq, r, key0 + n * 8 + e, ds[e]);
 #endif
-        const u32 pp2 = pack2(pd[0], pd[1]), ds2 = pack2(ds[0], ds[1]);
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const u32 off = tile_off(n * 8 + (lane & 3) * 2 + e, row, BC);
-          st_b16(sPt + off, e ? pp2 >> 16 : pp2);
-          st_b16(sSt + off, e ? ds2 >> 16 : ds2);
+        pp4[n & 3] = pack2(pd[0], pd[1]);
+        ds4[n & 3] = pack2(ds[0], ds[1]);
+        // Groups n - 3 .. n as four 8 x 8 matrices of the warp's 8 rows, stored transposed: lane
+        // l addresses key 8 (n - 3 + l / 8) + l % 8, which receives its 8 rows (16 bytes).
+        if ((n & 3) == 3) {
+          const u32 off = tile_off((n - 3 + (lane >> 3)) * 8 + (lane & 7), row & ~7, BC);
+          stmatrix_x4_trans(sPt + off, pp4);
+          stmatrix_x4_trans(sSt + off, ds4);
         }
       }
     }

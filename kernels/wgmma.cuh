@@ -170,6 +170,15 @@ __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+// Four 8 x 8 b16 matrices stored transposed (sm_90): r[i] is matrix i's pair in the mma fragment
+// order (row lane / 4, columns 2 (lane % 4) and + 1); lane l gives the address of memory row l %
+// 8 of matrix l / 8, which receives the matrix's column l % 8 (16 bytes).
+__device__ __forceinline__ void stmatrix_x4_trans(u32 addr, const u32 (&r)[4]) {
+  asm volatile(
+      "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+      "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+      : "memory");
+}
 // Pins registers between asm statements: after a wgmma.wait_group, reads cannot move above it;
 // before a wgmma.fence, plain writes (an accumulator rescale, A fragments) cannot sink below it,
 // where they would modify registers of the wgmma pipeline without a fence.
