@@ -17,7 +17,8 @@
 //   FFPA_BC      keys per cluster (key tile): 32 or 64
 //   FFPA_PANELS  64-column panels of each warpgroup's quarter per Q/dO cp.async group (divides NP)
 //   FFPA_DQBUF   dQ chunk accumulators: 1, or 2 (chunk c + 1 is issued before chunk c is reduced)
-//   FFPA_DQ_TILED 1: dq_accum in fragment order (D padded to at most 512), 0: row-major
+//   FFPA_DQ_TILED DQ: dq_accum in fragment order by quarters of DQ columns (D padded to at most
+//                512), 0: row-major
 //   FFPA_DQLAG   1: the last dQ chunk of a query tile is computed and reduced while the next
 //                tile's cluster exchange is in flight (it hides the distributed shared memory
 //                transfer; needs two chunks a warpgroup), 0: every chunk in its own tile
@@ -28,10 +29,12 @@
 // Layout of the work: block x = 2 i + rank (rank = the block's rank in its cluster) works on key
 // tile i of one kv head and batch and loops over the query tiles (64 rows) of the packed
 // group * Nq rows of the GQA group, as ffpa_bwd_sm90.cuh does; both blocks of a cluster visit the
-// same query tiles. D is padded to DP (a multiple of 256): block `rank` owns the DC = DP / 2
-// columns [rank * DC, (rank + 1) * DC), its warpgroup w the DQ = DP / 4 columns
-// [rank * DC + w * DQ, + DQ). Shared tiles hold only the block's DC columns (its panels 0 ..
-// DC / 64 - 1). Per query tile, warpgroup w of block rank:
+// same query tiles, each cluster from its own first tile (wrapping around). D is split into
+// four quarters of DQ columns (D rounded up to 64 at BC = 64, to 256 at BC = 32, over 4): block
+// `rank` owns the DC = 2 DQ columns [rank * DC, (rank + 1) * DC), its warpgroup w the columns
+// [rank * DC + w * DQ, + DQ). Shared tiles hold only the block's columns, each quarter from a
+// 64-column panel of its own (smem_col: NP panels a quarter). Per query tile, warpgroup w of
+// block rank:
 //  - S_q = Q[:, quarter] K[:, quarter]^T and dP_q likewise (m64nBC, A and B K-major);
 //  - exchange in the block (ffpa_bwd_sm90.cuh's): warpgroup w ends with the block's sums of the
 //    accumulator rows of h = w (rows 16 warp + lane / 4 + 8 w);
@@ -41,8 +44,12 @@
 //  - P, dS as in ffpa_bwd_sm90.cuh, computed by both blocks (each needs them for its own half of
 //    dV, dK, dQ); dBias is added by rank 0 only; dropout keep bits are drawn half in each block
 //    and the halves travel with the cluster exchange;
-//  - dV^T[quarter] += dO[:, quarter]^T Pd, dK^T[quarter] += Q[:, quarter]^T dS (M = DQ, N = BC);
-//  - dQ[:, quarter] = dS K[:, quarter] in 64-column chunks with K = BC keys, reduced to dq_accum
+//  - P^T and dS^T to shared memory (stmatrix .trans);
+//  - BC = 64: dV += Pd^T dO[:, quarter], dK += dS^T Q[:, quarter] (M = the 64 keys, N = DQ);
+//    BC = 32: dV^T[quarter] += dO[:, quarter]^T Pd, dK^T likewise (M = 64 columns a panel,
+//    N = BC);
+//  - dQ[:, quarter] = dS K[:, quarter] in 64-column chunks (the last one of DQ's remainder) with
+//    K = BC keys, reduced to dq_accum
 //    with red.global.add.v4.f32 (half the bytes per flop of ffpa_bwd_sm90.cuh at BC = 64), which
 //    up to D = 512 is tiled in fragment order (ffpa_bwd_aux.cuh, FFPA_DQ_TILED).
 // The cluster exchange's stores are asynchronous and complete on the receiving block's mbarrier
@@ -116,7 +123,7 @@ static_assert(DQB == 1 || DQB == 2, "one or two dQ chunk accumulators");
 static_assert(XB == 1 || XB == 2, "one or two exchange buffers");
 static_assert(DQL == 0 || (DQL == 1 && NP >= 2), "the last of two or more dQ chunks deferred");
 
-// Granule (row, lc) of the block's columns (global column col = lc + the block's first).
+// Granule (row, shared column lc) of the block's columns (global column col).
 __device__ __forceinline__ void kv_granule(const FfpaFwdParams& f, const u16* kb, const u16* vb,
                                            u32 sK, u32 sV, int row, int lc, int col, int n0) {
   const int key = n0 + row;
@@ -298,7 +305,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       dq_mma<8>(dqs[bi], st, kp);
     wgmma_commit();
   };
-  // FFPA_DQ_TILED (D padded to at most 512): the warp's fragment of chunk c goes to dq_accum in
+  // FFPA_DQ_TILED (D padded to 256 at most 512): the warp's fragment of chunk c goes to dq_accum in
   // fragment order (ffpa_bwd_aux.cuh's dq_offset): one 512-byte reduction a warp and n8 group,
   // with no lane exchange and no bounds check (rows past the group and columns past D fall in
   // the padding, which nothing reads). Row-major (past 512, where the tiled form made ptxas

@@ -4,36 +4,68 @@ blocks splitting D, one key tile of BC keys, every query tile of a GQA group), c
 small integers, plus a check of its synchronization protocol, for both values of the knob xbuf
 (FFPA_XBUF: one exchange buffer, or two taking turns).
 
+The kernel transcribed is the one of 2026-12-04 (commit ccf8215): key-major dK and dV at
+bc = 64, quarters of D rounded up to 64 rather than 256.
+
 What is transcribed from the kernel (each formula as written there):
-  - per block: the 1024-byte align-up, the K/V load of the block's half of D (kv_granule), stage()'s
-    decode of a Q/dO granule (group g, quarter, panel, row, local and global column), the row
-    tables (two parities), the causal tile skip (next_tile, the same in both blocks);
-  - the start address and descriptor of every wgmma: S and dP (K-major, m64nBCk16), dV^T and dK^T
-    (A = dO^T / Q^T MN-major, B = P^T / dS^T K-major, m64nBCk16), dQ chunks (A = dS^T MN-major,
-    B = K MN-major, m64n64k16, BC / 16 k-steps);
+  - the geometry: KM = (BC == 64); a warpgroup's quarter DQ = D rounded up to 64 (KM) or to 256
+    (bc = 32), over 4; DC = 2 DQ global columns a block, [rank DC, + DC); NP = ceil(DQ / 64)
+    shared-memory panels a quarter, each quarter from a panel of its own (smem_col(lc) =
+    lc / DQ NP 64 + lc % DQ), so that MN-major operands over a quarter start on a swizzle atom;
+    the shared layout is DP = 4 NP 64 columns wide (ffpa_bwd_sm90c_layout.h); LAST8 = (DQ -
+    (NP - 1) 64) / 8 n8 groups in a quarter's last panel. The shared columns of a last panel
+    past DQ are never loaded: they hold garbage (POISON) here, so any read of them shows;
+  - per block: the 1024-byte align-up, the K/V load of the block's DC columns at their smem_col
+    (kv_granule), stage()'s decode of a Q/dO granule (group g, quarter, panel, row, quarter
+    column qc, skipped when qc >= DQ, shared column quarter NP 64 + qc, global column cbase +
+    quarter DQ + qc), the row tables (two parities), the order of the query tiles (each
+    cluster from its own first tile, j ntile / clusters, wrapping around) and the causal tile
+    skip (next_tile, the same in both blocks);
+  - the start address and descriptor of every wgmma: S and dP (K-major, m64nBCk16, k16 steps
+    only while panel 64 + kk 16 < DQ); KM: dV += Pd^T dO[:, quarter] and dK += dS^T Q[:, quarter]
+    (m64n(DQ)k16, 4 k-steps over the query rows: A = P^T / dS^T K-major, B = dO / Q MN-major over
+    the quarter's panels, desc_mn_wide with LBO = Q_PANEL between the 64-column atoms); bc = 32:
+    dV^T and dK^T a panel at a time (A = dO^T / Q^T MN-major, B = P^T / dS^T K-major,
+    m64nBCk16); dQ chunks (A = dS^T MN-major, B = K MN-major, BC / 16 k-steps, m64n64k16 except
+    a quarter's last chunk, m64n(8 LAST8)k16 on the first LAST8 groups of the accumulator, whose
+    other groups keep what they held: the previous chunk's values here);
   - the exchange buffers: xbuf buffers of X_SLOTS = 2 NN 128 float4 slots, slot (w NN + n) 128 +
     t128. With ex = the query tiles the cluster has done so far and par = ex & 1, the block
     exchange (the half handed over to the other warpgroup and the half kept) uses buffer
     xe = (xbuf == 2 ? par : 0) and the other block's sums land in buffer xr = (xbuf == 2 ?
     par ^ 1 : 0); the cluster exchange: each thread's sums into the same slot of buffer xr of the
     other block, its dropout keep bits into keep slot (xbuf == 2 ? par : 0) * 256 + tid there;
-  - the (row, key) of each P/dS value with the masks, the transposed 2-byte P^T/dS^T stores,
+  - the (row, key) of each P/dS value with the masks, the P^T/dS^T stores (stmatrix .trans: per
+    lane, the key row it addresses and the 8 values it receives from the warp's fragments),
     dBias by rank 0 only;
   - the dQ reduction into the fp32 workspace dq_accum, in the layout the host picks:
-    FFPA_DQ_TILED = 1 exactly when D padded to 256 is at most 512 (dq_tiled in
-    src/variants/ffpa_bwd_sm90c.cpp), the tiled layout of kernels/ffpa_bwd_aux.cuh; past 512 the
-    row-major [B, Hq, Nq, D] one.
-    Tiled: each thread's m64n64 fragment of chunk c goes, one n8 group at a time, as a 4-float
-    reduction to dq_block(b, kvh, query tile t, chunk (cbase + wg DQ) / 64 + c) +
-    ((warp 8 + n) 32 + lane) 4, with no lane exchange and no bounds check; the pre kernel zeroes
-    and the convert kernel reads through dq_offset (row (b, hq, r), columns < D); the workspace
-    has the host's dq_accum_floats floats.
+    FFPA_DQ_TILED = the quarter (src/variants/ffpa_bwd_sm90c.cpp's quarter(D, bc)) exactly when
+    D padded to 256 is at most 512 (dq_tiled), the tiled layout of kernels/ffpa_bwd_aux.cuh;
+    past 512 (bc = 32 only) 0, the row-major [B, Hq, Nq, D] one.
+    Tiled: blocks of 64 x 64 floats per (b, kv head, query tile, chunk = quarter QCHUNKS + the
+    quarter's 64-column chunk), QCHUNKS = ceil(DQ / 64), 4 QCHUNKS chunks a query tile; each
+    thread's fragment of chunk c goes, one n8 group at a time (of the last chunk only the groups
+    n < LAST8), as a 4-float reduction to dq_block(b, kvh, query tile t, (rank 2 + wg) NP + c)
+    + ((warp 8 + n) 32 + lane) 4, with no lane exchange and no bounds check; the pre kernel
+    zeroes and the convert kernel reads through dq_offset (row (b, hq, r), column col < D:
+    qc = col % DQ, chunk col / DQ QCHUNKS + qc / 64, in-block column qc & 63); the workspace has
+    the host's dq_accum_floats floats (tiles 4 NP 4096 a b and kv head: the host's D padded to
+    256 over 64 is 4 NP for both forms).
     Row-major: lane pairs swap half their fragment, the block's and warpgroup's columns, offset
     lrow D + col, bounds checks r >= 0 and col < D;
-  - the dK/dV epilogue.
+  - the dK/dV epilogue: KM a u32 pair of columns of a key (key 16 warp + lane / 4 + 8 h, column
+    cbase + wg DQ + 8 j + 2 (lane % 4)), guarded by key < Nkv and column < D; bc = 32 transposed
+    (a column of D, two keys a pair).
 The hardware model (descriptors, K-major and MN-major 128-byte swizzle layouts, the m64nNk16
 accumulator fragment) is tools/ffpa_fwd_sm90_sim.py's, as for tools/ffpa_bwd_sm90_sim.py (both
-kernels passed their GPU tests first time).
+kernels passed their GPU tests first time). Its MN-major reading puts column n of an operand at
+(n // 64) LBO + 2 (n % 64) (CUTLASS's canonical ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO))), which the
+key-major dV/dK B operand (N = DQ up to 128, not always whole atoms: 48, 80, 112) relies on; the
+bc = 32 form and the dQ chunks use N <= 64 from an atom's start, as before.
+
+The knobs dqbuf and dqlag are not modelled: one dQ chunk accumulator a warpgroup (FFPA_DQBUF =
+1) and every chunk reduced within its own tile (FFPA_DQLAG = 0), chunk 0 before the next tile's
+staging and the others after it, as the kernel orders them.
 
 Exact integers stand in for the arithmetic, as in tools/ffpa_bwd_sm90_sim.py: P = ((S + L) % 5)
 + 1, dS = Pd dP - P delta, a hash for the dropout decision, 2 for 1 / (1 - p); dBias of a key
@@ -82,20 +114,25 @@ is placed at the last batch and kv head of a shape of 2 batches and 2 kv heads, 
 are the last of the workspace. The workspace is a map from address to value: the positions the
 pre kernel zeroes hold 0, any other garbage. Padding elements (packed rows past the GQA group's
 end, columns past D) carry zeros here (no P for those rows, zero K past D), so the comparison
-with the reference cannot see where they land; hence:
+with the reference cannot see where they land (nor, under a change such as dq_last_chunk_full,
+where the groups of a last chunk past the quarter land); hence:
   - dq_offset over every row and column < D of the whole shape stays inside the workspace and
     gives each element its own address (no two elements, of any head or batch, share one);
   - every address the main kernel reduces into lies in [0, dq_accum_floats);
   - each reduced value is identified by the hardware fragment (the row and column the register
-    holds, in the query tile and chunk the warp really computed, not by the writer's formula): a
-    real element must land exactly at its dq_offset position, a padding element at no position
-    dq_offset gives any element. With dq_offset injective this makes the writer's map of the
-    real elements injective and disjoint from the padding's.
+    holds, in the query tile and chunk the warp really computed, not by the writer's formula;
+    none where the chunk's wgmma did not write the register's n8 group or its column is past the
+    quarter): a real element must land exactly at its dq_offset position, a padding element at
+    no position dq_offset gives any element. With dq_offset injective this makes the writer's
+    map of the real elements injective and disjoint from the padding's.
 The result is read back as the convert kernel does, through dq_offset for every row of the kv
 head and column < D, and compared exactly with the reference.
 
 Then every mutation in MUTATIONS (one wrong formula or a missing synchronization each) must make a
-check fail; the kind of the failed checks is printed.
+check fail; the kind of the failed checks is printed. Each entry of HARMLESS (a change that the
+checks show to be harmless, kept to record why the kernel's form is a choice, not a necessity)
+must pass them. A case's problem and reference do not depend on the knobs or the mutations: each
+is drawn (seeded by the case) and computed once.
 Run: python3 tools/ffpa_bwd_sm90c_sim.py
 """
 import os
@@ -106,7 +143,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ffpa_fwd_sm90_sim import acc_pos, hw_k_major, hw_mn, matmul, transpose  # noqa: E402
 
 BR, NT = 64, 256
-ACC_POS = [[acc_pos(t, r) for r in range(32)] for t in range(128)]  # m64n64 fragment: (row, col)
+# m64nNk16 fragment, N up to 128 (the key-major dV, dK at D = 512): register r of thread t holds
+# (row, col) = ACC_POS[t][r]
+ACC_POS = [[acc_pos(t, r) for r in range(64)] for t in range(128)]
 POISON = 77777
 MUT = set()
 
@@ -133,26 +172,52 @@ def desc_mn(addr):
     return make_desc(addr, 1024, 1024)
 
 
+def desc_mn_wide(addr, atom):
+    """wgmma.cuh's MN-major operand over several 64-column atoms `atom` bytes apart (LBO)."""
+    return make_desc(addr, 1024 if mut("mn_wide_lbo_1024") else atom, 1024)
+
+
 class Cfg:
     def __init__(self, D, BC, PPG=1, XB=1):
         self.D, self.BC, self.PPG, self.XB = D, BC, PPG, XB
         self.NN = BC // 8
-        self.DP = (D + 255) // 256 * 256
+        # KM (64 keys): dK, dV key-major and quarters of D rounded up to 64; 32 keys: transposed,
+        # quarters of D padded to 256 (multiples of 64)
+        self.KM = BC == 64
+        self.DQ = ((D + 63) // 64 * 64 if self.KM else (D + 255) // 256 * 256) // 4
+        self.DC = 2 * self.DQ
+        self.NP = (self.DQ + 63) // 64  # panels of a quarter, each quarter from its own
+        self.DP = 4 * self.NP * 64  # the shared layout's width (ffpa_bwd_sm90c_layout.h's dp)
+        # the host sizes the launch's shared memory with padded(D) (smem_bytes): the same layout
+        assert self.DP == padded(D)
+        last8 = (self.DQ % 64 if mut("last8_mod") else self.DQ - (self.NP - 1) * 64) // 8
+        self.LAST8 = last8  # n8 groups of a quarter's last panel (its last dQ chunk)
         # xbuf = 2 does not fit beside the tiles of D padded past 768 (the host's smem check)
         assert XB == 1 or XB == 2 and self.DP <= 768
-        self.DC, self.DQ = self.DP // 2, self.DP // 4
-        self.NP = self.DQ // 64
-        assert self.NP % PPG == 0 and self.NP * self.NN <= 32
+        assert self.DQ % 16 == 0 and (self.KM or self.DQ % 64 == 0)
+        # dV, dK accumulators: [1][DQ / 8] key-major, [NP][NN] transposed (one m64nBC a panel)
+        self.DVX, self.DVY = (1, self.DQ // 8) if self.KM else (self.NP, self.NN)
+        assert self.NP % PPG == 0 and self.DVX * self.DVY <= 32
         self.NG = self.NP // PPG
         self.KV_PANEL, self.Q_PANEL = BC * 128, BR * 128
-        self.KV_BYTES, self.Q_BYTES = BC * self.DC * 2, BR * self.DC * 2
+        self.KV_BYTES, self.Q_BYTES = BC * (self.DP // 2) * 2, BR * (self.DP // 2) * 2
         self.PT_BYTES = BC * BR * 2
         self.X_SLOTS = 2 * self.NN * 128  # float4 slots of an exchange buffer
         self.ROW_BYTES = BR * 8
         # ffpa_bwd_sm90c_layout.h: xbuf exchange buffers, row tables, xbuf keep sets, 2 mbarriers
         self.SMEM = (1024 + 2 * self.KV_BYTES + 2 * self.Q_BYTES + 2 * self.PT_BYTES +
                      XB * self.X_SLOTS * 16 + 2 * self.ROW_BYTES + XB * NT * 4 + 16)
-        self.TILED = dq_tiled(D)  # FFPA_DQ_TILED, as the host sets it
+        # FFPA_DQ_TILED, as the host sets it: the quarter where dq_accum is tiled, else 0; the
+        # kernel's static_asserts: key-major only tiled, and the tiled layout's quarter is DQ
+        self.TILED = quarter(D, BC) if dq_tiled(D) else 0
+        assert (not self.KM or self.TILED) and self.TILED in (0, self.DQ)
+
+    def smem_col(self, lc):
+        """The kernel's smem_col: shared column of the block's column lc (each quarter from a
+        panel of its own, so that MN-major operands over it start on a swizzle atom)."""
+        if mut("smem_col_no_quarter_align"):
+            return lc
+        return lc // self.DQ * (self.NP * 64) + lc % self.DQ
 
 
 class Prob:
@@ -178,9 +243,19 @@ class Prob:
         self.delta = [[rng.randint(-3, 3) for _ in range(Nq)] for _ in range(group)]
 
 
+def padded(D):
+    """src/variants/ffpa_bwd_sm90c.cpp's padded: D padded to 256."""
+    return (D + 255) // 256 * 256
+
+
+def quarter(D, bc):
+    """src/variants/ffpa_bwd_sm90c.cpp's quarter: the columns of a warpgroup's quarter of D."""
+    return ((D + 63) // 64 * 64 if bc == 64 else padded(D)) // 4
+
+
 def dq_tiled(D):
-    """src/variants/ffpa_bwd_sm90c.cpp's dq_tiled: FFPA_DQ_TILED = 1 up to D padded to 512."""
-    return (D + 255) // 256 * 256 <= 512
+    """src/variants/ffpa_bwd_sm90c.cpp's dq_tiled: dq_accum tiled up to D padded to 512."""
+    return padded(D) <= 512
 
 
 def dq_accum_floats(pr, D):
@@ -189,38 +264,46 @@ def dq_accum_floats(pr, D):
         return 0
     rows = pr.group * pr.Nq
     if mut("dq_floats_rows_unpadded"):  # the packed rows not rounded up to whole query tiles
-        return pr.B * pr.Hkv * rows * ((D + 255) // 256 * 256)
+        return pr.B * pr.Hkv * rows * padded(D)
     tiles = (rows + 63) // 64
-    return pr.B * pr.Hkv * tiles * ((D + 255) // 256 * 256 // 64) * 64 * 64
+    return pr.B * pr.Hkv * tiles * (padded(D) // 64) * 64 * 64
 
 
-def dq_block(pr, D, b, kvh, tile, chunk):
-    """kernels/ffpa_bwd_aux.cuh's dq_block: the first float of the 64 x 64 block of query tile
-    `tile` (64 packed rows of the GQA group) and 64-column chunk `chunk` of kv head kvh."""
-    chunks = (D + 255) // 256 * 4
+def dq_block(pr, dqt, b, kvh, tile, chunk):
+    """kernels/ffpa_bwd_aux.cuh's dq_block (FFPA_DQ_TILED = dqt, the quarter): the first float of
+    the 64 x 64 block of query tile `tile` (64 packed rows of the GQA group) and chunk `chunk`
+    (quarter * QCHUNKS + the quarter's 64-column chunk) of kv head kvh."""
+    qchunks = (dqt + 63) // 64
     tiles = ((pr.Nq if mut("dq_tiles_per_head") else pr.group * pr.Nq) + 63) // 64
-    return ((((b * pr.Hkv + kvh) * tiles + tile) * chunks + chunk) * 4096)
+    return ((((b * pr.Hkv + kvh) * tiles + tile) * (4 * qchunks) + chunk) * 4096)
 
 
-def dq_offset(pr, D, b, hq, r, col):
+def dq_offset(pr, dqt, b, hq, r, col):
     """kernels/ffpa_bwd_aux.cuh's dq_offset: row (b, hq, r), columns col, col + 1 (col even)."""
     kvh = hq // pr.group
     i = (hq - kvh * pr.group) * pr.Nq + r
-    row, c = i & 63, col & 63
+    qchunks = (dqt + 63) // 64
+    if mut("dq_offset_chunk_of_d"):  # chunks of D, not of the quarter (the layout before KM)
+        qc, chunk = col, col >> 6
+    else:
+        qc = col % dqt
+        chunk = col // dqt * qchunks + qc // 64
+    row, c = i & 63, qc & 63
     lane = (row & 7) * 4 + ((c & 7) >> 1)
-    return (dq_block(pr, D, b, kvh, i >> 6, col >> 6) +
+    return (dq_block(pr, dqt, b, kvh, i >> 6, chunk) +
             (((row >> 4) * 8 + (c >> 3)) * 32 + lane) * 4 + ((row >> 3) & 1) * 2)
 
 
 _DQ_OWNERS = {}
 
 
-def dq_owners(pr, D):
-    """The pre kernel's zeroing and the convert kernel's reads of the tiled dq_accum, over every
-    row (b, hq, r) of the shape and column < D: {address: (b, hq, r, col)}, with the errors found
-    (two elements at one address, an address outside the workspace). Cached per shape."""
-    key = (pr.B, pr.Hkv, pr.group, pr.Nq, D, mut("dq_tiles_per_head"),
-           mut("dq_floats_rows_unpadded"))
+def dq_owners(pr, D, dqt):
+    """The pre kernel's zeroing and the convert kernel's reads of the tiled dq_accum (quarter
+    dqt), over every row (b, hq, r) of the shape and column < D: {address: (b, hq, r, col)}, with
+    the errors found (two elements at one address, an address outside the workspace). Cached per
+    shape."""
+    key = (pr.B, pr.Hkv, pr.group, pr.Nq, D, dqt, mut("dq_tiles_per_head"),
+           mut("dq_floats_rows_unpadded"), mut("dq_offset_chunk_of_d"))
     if key not in _DQ_OWNERS:
         owners, errs = {}, []
         floats = dq_accum_floats(pr, D)
@@ -228,7 +311,7 @@ def dq_owners(pr, D):
             for hq in range(pr.Hkv * pr.group):
                 for r in range(pr.Nq):
                     for col in range(0, D, 2):  # the pre kernel's c = lane * 2; c < D; c += 64
-                        a = dq_offset(pr, D, b, hq, r, col)
+                        a = dq_offset(pr, dqt, b, hq, r, col)
                         if not (0 <= a and a + 1 < floats) and len(errs) < 3:
                             errs.append(("dq_offset outside the workspace", b, hq, r, col, a))
                         for e in range(2):
@@ -371,6 +454,9 @@ def run_cluster(cfg, pr, j, raw_base):
     diag = pr.Nkv - pr.Nq if pr.causal == 1 else 0
     ntile = (rows_total + BR - 1) // BR
 
+    # K and V: granules over the block's DC columns, each at its quarter's shared column
+    # (smem_col); the columns of a quarter's last panel past DQ are never loaded (they keep
+    # POISON: a read of them shows)
     for rank in range(2):
         cbase = (0 if mut("kv_no_cbase") else rank * DC)
         for tid in range(NT):
@@ -379,21 +465,32 @@ def run_cluster(cfg, pr, j, raw_base):
                 col = cbase + lc
                 key = n0 + row
                 ok = key < pr.Nkv and col < D
-                off = tile_off(row, lc, BC)
+                off = tile_off(row, cfg.smem_col(lc), BC)
                 for e in range(8):
                     st(rank, sK + off + 2 * e, pr.k[key][col + e] if ok else 0)
                     st(rank, sV + off + 2 * e, pr.v[key][col + e] if ok else 0)
 
-    def next_tile(t, rank):
+    # cluster j starts at query tile j ntile / clusters (the kernel's (x / 2) ntile / (grid x / 2))
+    # and wraps around: position k visits tile_at(k)
+    nclusters = (pr.Nkv + BC - 1) // BC
+
+    def tile_at(k, rank):
+        if mut("start_per_rank"):  # from the block's x, not the cluster's
+            start = (2 * j + rank) * ntile // (2 * nclusters)
+        else:
+            start = j * ntile // nclusters
+        return k + start - ntile if k + start >= ntile and not mut("no_wrap") else k + start
+
+    def next_tile(k, rank):  # the first position from k whose tile sees a key of the tile
         nsk = n0 + (BC if mut("skip_per_rank") and rank else 0)
-        while pr.causal and t < ntile:
-            m0 = t * BR
+        while pr.causal and k < ntile:
+            m0 = tile_at(k, rank) * BR
             i_hi = min(m0 + BR, rows_total) - 1
             r_hi = pr.Nq - 1 if m0 // pr.Nq != i_hi // pr.Nq else i_hi % pr.Nq
             if r_hi + diag >= nsk:
                 break
-            t += 1
-        return t
+            k += 1
+        return k
 
     tables = {}
 
@@ -412,10 +509,17 @@ def run_cluster(cfg, pr, j, raw_base):
             for q in range(2 * PPG):
                 for jj in range(rpt):
                     for tid in range(NT):
-                        quarter, pp = q // PPG, q % PPG
-                        qn = 0 if mut("stage_no_quarter") else quarter * NP
-                        lc = (qn + g * PPG + pp) * 64 + (tid & 7) * 8
-                        col = cbase + lc
+                        # column qc of quarter q / PPG's panel g PPG + q % PPG; past the quarter
+                        # not loaded (never read)
+                        qr, pp = q // PPG, q % PPG
+                        qc = (g * PPG + pp) * 64 + (tid & 7) * 8
+                        if qc >= DQ:
+                            continue
+                        if mut("smem_col_no_quarter_align"):  # quarters packed: smem_col = lc
+                            lc = qr * DQ + qc
+                        else:
+                            lc = (0 if mut("stage_no_quarter") else qr * NP * 64) + qc
+                        col = cbase + (lc if mut("stage_col_smem") else qr * DQ + qc)
                         row = (tid >> 3) + jj * (NT // 8)
                         i = m0 + row
                         ok = i < rows_total and col < D
@@ -426,18 +530,24 @@ def run_cluster(cfg, pr, j, raw_base):
                             st(rank, sO + off + 2 * e,
                                pr.do[i // pr.Nq][i % pr.Nq][col + e] if ok else 0)
 
-    nreg = NN * 4
-    dv = [[[[[0] * nreg for _ in range(128)] for _ in range(NP)] for _ in range(2)]
-          for _ in range(2)]  # [rank][wg][c][t128][reg]
-    dk = [[[[[0] * nreg for _ in range(128)] for _ in range(NP)] for _ in range(2)]
+    nreg = NN * 4  # registers of an m64nBC accumulator (S, dP; dV^T, dK^T of a panel)
+    DVX, DVY = cfg.DVX, cfg.DVY
+    dv = [[[[[0] * (DVY * 4) for _ in range(128)] for _ in range(DVX)] for _ in range(2)]
+          for _ in range(2)]  # [rank][wg][c][t128][reg]: dv[DVX][DVY][4] of each thread
+    dk = [[[[[0] * (DVY * 4) for _ in range(128)] for _ in range(DVX)] for _ in range(2)]
           for _ in range(2)]
+    # the dQ chunk accumulator of each warpgroup (dqs[0]; DQB = 1): an m64nN wgmma of N < 64 (the
+    # last chunk of a quarter) leaves the other n8 groups as they were, here the previous chunk's
+    # values (garbage, uninitialized registers, at the first)
+    dqs = [[[[POISON] * 32 for _ in range(128)] for _ in range(2)] for _ in range(2)]
+    dq_w8 = [[0, 0], [0, 0]]  # the n8 groups the last wgmma of each accumulator wrote
     # dq_accum: row-major {(lrow, d): value}; tiled (cfg.TILED) {address: value}, every address
     # the pre kernel zeroes (dq_offset of each row and column < D) at 0, any other holds garbage
     # (POISON); dq_writes: each tiled write's (address, packed row i, column) of the element that
     # the accumulator register written there holds (the hardware fragment, not the writer's
     # formula)
     if cfg.TILED:
-        dq_own, dq_errs = dq_owners(pr, D)
+        dq_own, dq_errs = dq_owners(pr, D, cfg.TILED)
         errors += dq_errs
         dq_accum = dict.fromkeys(dq_own, 0)
     else:
@@ -445,22 +555,25 @@ def run_cluster(cfg, pr, j, raw_base):
     dq_writes = []
     dbias = {}
 
-    def wgmma(acc, A, B, nregs):
+    def wgmma(acc, A, B, nregs, first=False):
+        """m64nNk16, N = nregs * 2, on the first nregs registers of each thread's accumulator;
+        first: scale-d false (D = A B)."""
         C = matmul(A, B)
         for t in range(128):
-            at, pos = acc[t], ACC_POS[t]  # acc_pos, tabulated (nregs <= 32: N <= 64)
+            at, pos = acc[t], ACC_POS[t]  # acc_pos, tabulated
             for r in range(nregs):
                 row, col = pos[r]
-                at[r] += C[row][col]
+                at[r] = C[row][col] + (0 if first else at[r])
 
-    ts = [next_tile(0, rank) for rank in range(2)]
-    if ts[0] != ts[1]:
-        errors.append(("blocks start on different tiles", ts))
-    t, ex = ts[0], 0  # ex: query tiles done (both blocks do the same)
-    if t < ntile:
+    ks0 = [next_tile(0, rank) for rank in range(2)]
+    if ks0[0] != ks0[1] or ks0[0] < ntile and tile_at(ks0[0], 0) != tile_at(ks0[0], 1):
+        errors.append(("blocks start on different tiles", ks0))
+    k, ex = ks0[0], 0  # ex: query tiles done (both blocks do the same)
+    if k < ntile:
         for rank in range(2):
-            stage(rank, t, 0)
-    while t < ntile:
+            stage(rank, tile_at(k, rank), 0)
+    while k < ntile:
+        t = tile_at(k, 0)
         par = t & 1 if mut("par_from_tile") else ex & 1
         # this tile's block exchange buffer, the buffer the other block's sums land in, the keep
         # set, the mbarrier and the parity of its phase
@@ -469,10 +582,10 @@ def run_cluster(cfg, pr, j, raw_base):
         ks = par if cfg.XB == 2 and not mut("keep_one_slot") else 0
         bar = 0 if mut("one_mbarrier") else par
         parity = ex & 1 if mut("one_mbarrier") else ((t if mut("par_from_tile") else ex) >> 1) & 1
-        tns = [next_tile(t + 1, rank) for rank in range(2)]
-        if tns[0] != tns[1]:
-            errors.append(("blocks visit different tiles: a cluster barrier would hang", t, tns))
-        tn = tns[0]
+        kns = [next_tile(k + 1, rank) for rank in range(2)]
+        if kns[0] != kns[1] or tile_at(k, 1) != t:
+            errors.append(("blocks visit different tiles: a cluster barrier would hang", k, kns))
+        kn = kns[0]
         m0 = t * BR
 
         def row_of(row):
@@ -491,6 +604,9 @@ def run_cluster(cfg, pr, j, raw_base):
                     sk, sv = sK + pn * cfg.KV_PANEL, sV + pn * cfg.KV_PANEL
                     for pp in range(PPG):
                         for kk in range(4):
+                            # k16 steps past the quarter skipped (their columns are not loaded)
+                            if (g * PPG + pp) * 64 + kk * 16 >= DQ and not mut("phase1_no_skip"):
+                                continue
                             for acc, a, b in ((s, sq, sk), (dp, so, sv)):
                                 A = hw_k_major(smem[rank], desc_k(a + pp * cfg.Q_PANEL + kk * 32),
                                                64)
@@ -588,6 +704,7 @@ def run_cluster(cfg, pr, j, raw_base):
         for rank in range(2):
             tab = tables[(rank, par)]
             for wg in range(2):
+                pds = {}  # (t128, n, e): the thread's Pd and dS
                 for t128 in range(128):
                     lane, wq = t128 % 32, t128 // 32
                     row = wq * 16 + (lane >> 2) + wg * 8
@@ -612,44 +729,74 @@ def run_cluster(cfg, pr, j, raw_base):
                                 ds = p_ * (dmv - dl)
                             if (rank == 0 or mut("dbias_both")) and not kof >= kv_lim:
                                 dbias[key0 + kof] = dbias.get(key0 + kof, 0) + ds
-                            kl = n * 8 + (lane & 3) * 2 + e
-                            off = tile_off(kl, row, BC)
-                            log.access((rank, "PtSt", off), True, rank, wg * 128 + t128)
-                            st(rank, sPt + off, p_)
-                            st(rank, sSt + off, ds)
+                            pds[wg, t128, n, e] = p_, ds
+                # stmatrix .trans, four n8 groups an instruction: lane l addresses key 8 (4 q +
+                # l / 8) + l % 8 of the warp's 8 rows (row0) and receives that key's column of
+                # the four matrices: row i from lane 4 i + (l % 8) / 2, element (l % 8) & 1
+                for wq in range(4):
+                    row0 = wq * 16 + wg * 8
+                    for q in range(NN // 4):
+                        for lane in range(32):
+                            m, jk = 4 * q + lane // 8, lane % 8
+                            off = tile_off(8 * m + jk, row0, BC)
+                            for i in range(8):
+                                src = wq * 32 + 4 * i + jk // 2
+                                if mut("stmatrix_no_trans"):  # the fragment's rows as memory rows
+                                    src = wq * 32 + 4 * jk + i // 2
+                                p_, ds = pds[wg, src, m, (i if mut("stmatrix_no_trans") else jk) & 1]
+                                log.access((rank, "PtSt", off + 2 * i), True, rank,
+                                           wg * 128 + wq * 32 + lane)
+                                st(rank, sPt + off + 2 * i, p_)
+                                st(rank, sSt + off + 2 * i, ds)
             if not mut("no_pt_barrier"):
                 log.block_sync(rank)
 
         def dq_chunk(rank, wg, c):
-            acc = [[0] * 32 for _ in range(128)]
+            """dq_issue(c) (dq_mma<LAST8> for the last chunk, else <8>): m64n(8 W8)k16, BC / 16
+            k-steps, the first with scale-d false, on the first W8 n8 groups of the warpgroup's
+            accumulator."""
+            acc = dqs[rank][wg]
+            w8 = cfg.LAST8 if c == NP - 1 or mut("dq_narrow_every_chunk") else 8
+            dq_w8[rank][wg] = w8
             kp = sK + (wg * NP + c) * cfg.KV_PANEL
             if c == 0:  # the warpgroup's wgmmas of this interval read every element
                 for off in range(0, cfg.PT_BYTES, 2):
                     log.access((rank, "PtSt", off), False, rank, wg * 128)
             for ks in range(2 if mut("dq_ksteps_2") else BC // 16):
                 A = transpose(hw_mn(smem[rank], desc_mn(sSt + ks * 16 * 128), 64))
-                B = hw_mn(smem[rank], desc_mn(kp + ks * 16 * 128), 64)
-                wgmma(acc, A, B, 32)
+                B = hw_mn(smem[rank], desc_mn(kp + ks * 16 * 128), 8 * w8)
+                wgmma(acc, A, B, 4 * w8, first=ks == 0)
             return acc
 
         def dq_reduce_tiled(rank, wg, c, acc):
-            cb = 0 if mut("dq_no_cbase") else rank * DC
+            rk = 0 if mut("dq_no_cbase") else rank
             tq = ex if mut("dq_block_uses_ex") else t  # the query tile
+            chunk = (rk * 2 + wg) * NP + c
+            if mut("dq_chunk_no_np"):
+                chunk = rk * 2 + wg + c
+            elif mut("dq_chunk_from_column"):  # the form before KM: chunks of D by its column
+                chunk = (rk * DC + wg * DQ) // 64 + c
             for t128 in range(128):
                 lane, wq = t128 % 32, t128 // 32
-                dst = dq_block(pr, D, pr.b, pr.kvh, tq, (cb + wg * DQ) // 64 + c) + \
-                    (wq * 8 * 32 + lane) * 4
+                dst = dq_block(pr, cfg.TILED, pr.b, pr.kvh, tq, chunk) + (wq * 8 * 32 + lane) * 4
                 if dst % 4:
                     errors.append(("red.v4 misaligned", dst))
                 for n in range(8):  # red.add.v4 of dq[n][0..3] at dst + n * 32 * 4
+                    if not (c < NP - 1 or n < cfg.LAST8 or mut("dq_last_chunk_full")):
+                        continue  # the last chunk's groups past the quarter: not reduced
                     regs = [n * 4 + e for e in range(4)]
                     if mut("dq_tile_wrong_row_order"):  # the rows g and g + 8 swapped
                         regs = regs[2:] + regs[:2]
                     for e, reg in enumerate(regs):
                         a = dst + n * 32 * 4 + e
                         dq_accum[a] = dq_accum.get(a, POISON) + acc[t128][reg]
+                        # the element the register holds (the hardware's fragment): column qc
+                        # of the quarter if this chunk's wgmma wrote its group and qc < DQ; else
+                        # none (an earlier chunk's value, or a K column past the quarter)
                         row, lc = ACC_POS[t128][reg]
-                        dq_writes.append((a, m0 + row, rank * DC + wg * DQ + c * 64 + lc))
+                        qc = c * 64 + lc
+                        real = reg < 4 * dq_w8[rank][wg] and qc < DQ
+                        dq_writes.append((a, m0 + row, rank * DC + wg * DQ + qc if real else None))
 
         def dq_reduce(rank, wg, c, acc):
             if cfg.TILED:
@@ -680,21 +827,29 @@ def run_cluster(cfg, pr, j, raw_base):
             for wg in range(2):
                 acc0 = dq_chunk(rank, wg, 0)
                 so, sq = sO + wg * NP * cfg.Q_PANEL, sQ + wg * NP * cfg.Q_PANEL
-                for c in range(NP):
+                for c in range(DVX):
                     for ks in range(4):
                         for acc, a, b in ((dv, so, sPt), (dk, sq, sSt)):
-                            A = transpose(hw_mn(smem[rank], desc_mn(a + c * cfg.Q_PANEL +
-                                                                    ks * 16 * 128), 64))
-                            B = transpose(hw_k_major(smem[rank], desc_k(b + ks * 32), BC))
-                            wgmma(acc[rank][wg][c], A, B, nreg)
+                            if cfg.KM:
+                                # dV += Pd^T dO[:, quarter], m64n(DQ)k16: A = P^T K-major (64
+                                # keys by 16 query rows), B = dO's 16 rows by DQ columns,
+                                # MN-major over the quarter's panels (LBO Q_PANEL)
+                                A = hw_k_major(smem[rank], desc_k(b + ks * 32), BC)
+                                B = hw_mn(smem[rank], desc_mn_wide(a + ks * 16 * 128,
+                                                                   cfg.Q_PANEL), DQ)
+                            else:  # dV^T[panel c] += dO[:, panel c]^T Pd, m64nBCk16
+                                A = transpose(hw_mn(smem[rank], desc_mn(a + c * cfg.Q_PANEL +
+                                                                        ks * 16 * 128), 64))
+                                B = transpose(hw_k_major(smem[rank], desc_k(b + ks * 32), BC))
+                            wgmma(acc[rank][wg][c], A, B, DVY * 4)
                 dq_reduce(rank, wg, 0, acc0)
             log.block_sync(rank)
-            if tn < ntile:
-                stage(rank, tn, par ^ 1)
+            if kn < ntile:
+                stage(rank, tile_at(kn, rank), par ^ 1)
             for wg in range(2):
                 for c in range(1, NP):
                     dq_reduce(rank, wg, c, dq_chunk(rank, wg, c))
-        t = tn
+        k = kn
         ex += 1
 
     if cfg.TILED:
@@ -707,7 +862,7 @@ def run_cluster(cfg, pr, j, raw_base):
             if not 0 <= a < floats:
                 bad.setdefault("dq write outside the workspace", (a, i, col, floats))
             o = dq_own.get(a)
-            if i < rows_total and col < D:
+            if i < rows_total and col is not None and col < D:
                 if o != (pr.b, pr.kvh * pr.group + i // pr.Nq, i % pr.Nq, col):
                     bad.setdefault("dq real element off its dq_offset position", (a, i, col, o))
             elif o is not None:
@@ -718,7 +873,7 @@ def run_cluster(cfg, pr, j, raw_base):
         for hl in range(pr.group):
             for r in range(pr.Nq):
                 for col in range(0, D, 2):
-                    a = dq_offset(pr, D, pr.b, pr.kvh * pr.group + hl, r, col)
+                    a = dq_offset(pr, cfg.TILED, pr.b, pr.kvh * pr.group + hl, r, col)
                     for e in range(2):
                         dq_out[(hl * pr.Nq + r, col + e)] = dq_accum.get(a + e, POISON)
         dq_accum = dq_out
@@ -730,32 +885,55 @@ def run_cluster(cfg, pr, j, raw_base):
         if log.acq[rank] != log.sends[rank ^ 1] or any(m[1:] != [1, 0] for m in log.mbar[rank]):
             errors.append(("exchange stores not waited for at exit", rank, log.acq, log.sends,
                            log.mbar[rank]))
-    # epilogue
+    # epilogue: dK, dV of the key tile and each quarter (dK's f.scale is 1 here)
     dk_out, dv_out = {}, {}
+
+    def put(key, col, k, v):
+        if (key, col) in dk_out:
+            errors.append(("dK written twice", key, col))
+        dk_out[(key, col)], dv_out[(key, col)] = k, v
+
     for rank in range(2):
         for wg in range(2):
+            cbase = rank * DC
             for t128 in range(128):
                 lane, wq = t128 % 32, t128 // 32
+                if cfg.KM:  # rows: keys, columns: the quarter's; a pair is two columns of a key
+                    for h in range(2):
+                        for jn in range(DVY):
+                            key = n0 + wq * 16 + (lane >> 2) + h * 8
+                            col = cbase + wg * DQ + jn * 8 + (lane & 3) * 2
+                            if mut("km_epilogue_transposed"):  # rows and columns swapped
+                                key = n0 + jn * 8 + (lane & 3) * 2
+                                col = cbase + wg * DQ + wq * 16 + (lane >> 2) + h * 8
+                            if key >= pr.Nkv:
+                                continue
+                            if col >= D:
+                                continue
+                            if (col & 1) or col + 1 >= D:  # the u32 store of columns col, col + 1
+                                errors.append(("dK pair store misaligned or past D", key, col))
+                            for e in range(2):
+                                put(key, col + e, dk[rank][wg][0][t128][jn * 4 + h * 2 + e],
+                                    dv[rank][wg][0][t128][jn * 4 + h * 2 + e])
+                    continue
+                # transposed (rows: D, columns: keys): neighbours in a pair are two keys
                 key0 = n0 + (lane & 3) * 2
-                for c in range(NP):
+                for c in range(DVX):
                     for h in range(2):
                         col = rank * DC + wg * DQ + c * 64 + wq * 16 + (lane >> 2) + h * 8
                         if col >= D:
                             continue
-                        for n in range(NN):
+                        for n in range(DVY):
                             for e in range(2):
                                 key = key0 + n * 8 + e
                                 if key >= pr.Nkv:
                                     continue
-                                if (key, col) in dk_out:
-                                    errors.append(("dK written twice", key, col))
-                                dk_out[(key, col)] = dk[rank][wg][c][t128][n * 4 + h * 2 + e]
-                                dv_out[(key, col)] = dv[rank][wg][c][t128][n * 4 + h * 2 + e]
+                                put(key, col, dk[rank][wg][c][t128][n * 4 + h * 2 + e],
+                                    dv[rank][wg][c][t128][n * 4 + h * 2 + e])
     return dk_out, dv_out, dq_accum, dbias, errors
 
 
-def reference(cfg, pr, j):
-    D, BC = cfg.D, cfg.BC
+def reference(D, BC, pr, j):
     n0 = j * BC
     diag = pr.Nkv - pr.Nq if pr.causal == 1 else 0
     keys = [k for k in range(n0, min(n0 + BC, pr.Nkv))]
@@ -786,9 +964,22 @@ def reference(cfg, pr, j):
     return dk, dv, dq, dbias
 
 
-def check_case(cfg, pr, j, raw_base=0x410):
+_CASES = {}
+
+
+def case_data(D, BC, group, Nq, Nkv, causal, j, drop):
+    """A case's problem, drawn from a generator seeded by the case, and its reference: neither
+    depends on the knobs or the mutations, so each is made once."""
+    key = (D, BC, group, Nq, Nkv, causal, j, drop)
+    if key not in _CASES:
+        pr = Prob(group, Nq, Nkv, causal, random.Random(repr(key)), D, drop)
+        _CASES[key] = pr, reference(D, BC, pr, j)
+    return _CASES[key]
+
+
+def check_case(cfg, pr, j, ref, raw_base=0x410):
     dk, dv, dq, db, errors = run_cluster(cfg, pr, j, raw_base)
-    rk, rv, rq, rb = reference(cfg, pr, j)
+    rk, rv, rq, rb = ref
     dq_name = "dQ " + ("tiled" if cfg.TILED else "row-major")
     for name, got, want in (("dK", dk, rk), ("dV", dv, rv), (dq_name, dq, rq), ("dBias", db, rb)):
         got = {x: y for x, y in got.items() if y}  # a sum may cancel to 0: compare the nonzero
@@ -816,24 +1007,50 @@ MUTATIONS = [
     "dq_block_uses_ex",         # the writer's block of exchange ex, not of query tile t
     "dq_tiles_per_head",        # dq_block's tiles of one q head's rows: kv heads' blocks overlap
     "dq_floats_rows_unpadded",  # the host's workspace without the last tile's padding rows
+    # quarters of D rounded up to 64 (bc = 64: key-major dK, dV)
+    "smem_col_no_quarter_align",  # quarters packed in shared memory (smem_col = lc, stage alike)
+    "stage_col_smem",             # a Q/dO granule's global column from its shared column
+    "phase1_no_skip",             # S, dP k16 steps past the quarter (never-loaded columns)
+    "mn_wide_lbo_1024",           # desc_mn_wide's LBO left at 1024 (desc_mn's)
+    "km_epilogue_transposed",     # key-major epilogue with the transposed form's rows, columns
+    "dq_chunk_no_np",             # the writer's chunk (rank 2 + wg) + c: quarters' chunks overlap
+    "dq_chunk_from_column",       # the writer's chunk (cbase + wg DQ) / 64 + c, as before KM
+    "dq_offset_chunk_of_d",       # dq_offset's chunk col / 64 (pre, convert), as before KM
+    "dq_narrow_every_chunk",      # every dQ chunk's wgmma N = 8 LAST8, not only the last
+    "last8_mod",                  # LAST8 = DQ % 64 / 8: 0 for a whole last panel
+    # each cluster's own first query tile; P^T, dS^T by stmatrix .trans
+    "start_per_rank",     # the first tile from the block's x: the blocks of a cluster differ
+    "no_wrap",            # positions past the last tile not wrapped to the first ones
+    "stmatrix_no_trans",  # stmatrix without .trans: the fragment's rows as memory rows
 ]
+# Changes that must stay harmless, checked like the mutations but expected to pass:
+# dq_last_chunk_full reduces all 8 n8 groups of a quarter's last dQ chunk; the groups past
+# LAST8 hold an earlier chunk's values (or garbage) but land at in-block columns >= 8 LAST8 of
+# the quarter's last block, which dq_offset gives no element (qc & 63 < 8 LAST8 there): padding,
+# never read. The kernel skips them for the reductions' cost alone.
+HARMLESS = ["dq_last_chunk_full"]
 
-# (D, BC, PPG, group, Nq, Nkv, causal, j, dropout)
+# (D, BC, PPG, group, Nq, Nkv, causal, j, dropout); bc = 64: key-major, quarter DQ = D rounded up
+# to 64, over 4; bc = 32: transposed, D padded to 256
 BASE = [
-    (64, 64, 1, 1, 50, 100, 0, 1, False),    # rows past the end, keys past Nkv, key tile 1
-    (136, 32, 1, 2, 40, 70, 1, 1, False),    # GQA rows packed over two tiles, bottom-right
-    (320, 64, 1, 1, 70, 45, 2, 0, False),    # top-left causal, D padded to 512, two tiles
-    (512, 64, 2, 1, 100, 33, 1, 0, False),   # bottom-right with Nq > Nkv: rows without gradient
+    (64, 64, 1, 1, 50, 100, 0, 1, False),    # DQ 16; rows past the end, keys past Nkv, tile 1
+    (136, 32, 1, 2, 40, 70, 1, 1, False),    # transposed DQ 64; GQA rows over two tiles
+    (320, 64, 1, 1, 70, 45, 2, 0, False),    # DQ 80: two panels, the last 16 columns; top-left
+    (512, 64, 2, 1, 100, 33, 1, 0, False),   # DQ 128 (m64n128); bottom-right, Nq > Nkv
     (576, 32, 1, 3, 30, 40, 1, 1, False),    # D padded to 768 (3 panels a quarter), 3 q heads
     (1024, 32, 2, 1, 20, 40, 0, 1, False),   # D = 1024, two panels a group (xbuf = 1 only)
-    (136, 64, 1, 3, 30, 70, 1, 0, True),     # dropout, GQA, bottom-right
-    (512, 32, 1, 2, 40, 50, 0, 1, True),     # dropout, two groups
+    (136, 64, 1, 3, 30, 70, 1, 0, True),     # DQ 48: one panel, k16 steps 0..2; dropout, GQA
+    (512, 32, 1, 2, 40, 50, 0, 1, True),     # transposed DQ 128, dropout, two panels
     (64, 32, 1, 1, 300, 40, 0, 0, True),     # 5 tiles: each buffer, keep set, mbarrier reused
     (64, 32, 1, 3, 150, 150, 2, 4, False),   # top-left, tiles 0, 1, 3, 5 skipped: ex != t
+    (448, 64, 2, 2, 40, 80, 1, 1, False),    # DQ 112: panels 64 + 48, two a group; GQA
+    (200, 64, 1, 1, 70, 64, 0, 0, True),     # DQ 64: one panel, D ends inside the last quarter
+    (72, 64, 1, 2, 40, 60, 2, 0, False),     # DQ 32: the last quarter wholly past D; top-left
+    (320, 32, 1, 1, 50, 40, 0, 1, False),    # transposed at D 320: DQ 128 (padded to 512)
 ]
 # (BASE index, xbuf): D 1024 keeps the row-major dq_accum under the mutations, 512 with a skipped
-# tile and 64 with ex != t the tiled one
-QUICK = [(0, 2), (1, 1), (3, 2), (5, 1), (6, 1), (6, 2), (9, 2)]
+# tile and 64 with ex != t the tiled one; 320 (bc 64) a quarter of two panels, the last partial
+QUICK = [(0, 2), (1, 1), (2, 1), (3, 2), (5, 1), (6, 1), (6, 2), (9, 2)]
 
 
 def cases(quick):
@@ -844,12 +1061,11 @@ def cases(quick):
 
 
 def check_all(quick=False):
-    rng = random.Random(5)
     fails = []
     for D, BC, PPG, group, Nq, Nkv, causal, j, drop, xb in cases(quick):
-        pr = Prob(group, Nq, Nkv, causal, rng, D, drop)
+        pr, ref = case_data(D, BC, group, Nq, Nkv, causal, j, drop)
         try:
-            e = check_case(Cfg(D, BC, PPG, xb), pr, j)
+            e = check_case(Cfg(D, BC, PPG, xb), pr, j, ref)
         except (AssertionError, IndexError, KeyError, TypeError) as x:
             if not MUT:
                 raise
@@ -865,21 +1081,28 @@ def main():
         print("FAILED:", [f[:-1] + (f[-1][:3],) for f in fails])
         return 1
     print(f"exact: dK, dV, dQ, dBias of a key tile (both blocks of the cluster) over every query "
-          f"tile, {len(cases(False))} cases: D 64/136/320/512/576/1024, bc 32/64, panels per "
+          f"tile, {len(cases(False))} cases: bc 64 (key-major dK, dV) at D 64/72/136/200/320/448/"
+          f"512 (quarters of 16/32/48/64/80/112/128 columns: partial last panels, a quarter "
+          f"wholly past D), bc 32 (transposed) at D 64/136/320/512 and 576/1024, panels per "
           f"group 1/2, xbuf 1/2 (2 up to D 768), GQA, causal both alignments and skipped tiles, "
-          f"rows and keys past the end, dropout, up to 5 tiles; dq_accum tiled up to D 512 "
-          f"(every write inside the workspace, real elements at their own dq_offset position, "
-          f"padding at none, dq_offset injective), row-major past it; no race on the exchange "
-          f"slots, keep slots, mbarriers or P^T/dS^T; every mbarrier wait finds its tile's phase "
-          f"complete, no stores reach a pending phase, every store waited for; both blocks meet "
-          f"the same barriers")
+          f"rows and keys past the end, dropout, up to 5 tiles; dq_accum tiled by quarters up to "
+          f"D 512 (every write inside the workspace, real elements at their own dq_offset "
+          f"position, padding at none, dq_offset injective), row-major past it; no race on the "
+          f"exchange slots, keep slots, mbarriers or P^T/dS^T; every mbarrier wait finds its "
+          f"tile's phase complete, no stores reach a pending phase, every store waited for; both "
+          f"blocks meet the same barriers")
     ok = True
-    for m in MUTATIONS:
+    for m in MUTATIONS + HARMLESS:
         MUT.clear()
         MUT.add(m)
         kinds = sorted({e[0] for f in check_all(quick=True) for e in f[-1]})
-        print(f"mutation {m:26s} {'caught (' + '; '.join(kinds) + ')' if kinds else 'NOT CAUGHT'}")
-        ok &= bool(kinds)
+        found = "; ".join(kinds)
+        if m in HARMLESS:
+            print(f"harmless {m:26s} {'FAILS (' + found + ')' if kinds else 'passes, as it must'}")
+            ok &= not kinds
+        else:
+            print(f"mutation {m:26s} {'caught (' + found + ')' if kinds else 'NOT CAUGHT'}")
+            ok &= bool(kinds)
     MUT.clear()
     return 0 if ok else 1
 
