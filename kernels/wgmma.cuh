@@ -92,29 +92,27 @@ __device__ __forceinline__ u64 desc_mn_wide(u32 addr, u32 atom) {
 // TA / TB = 1: that operand is MN-major (imm-trans), else K-major.
 template <int N8>
 struct WgmmaSS;
-#define FFPA_WG_SHAPE(N8, N, ACC, REGS, AB_OPS, SCALE_OP, TRANS_OPS)                          \
-  template <>                                                                                 \
-  struct WgmmaSS<N8> {                                                                        \
-    template <int TA, int TB, int M>                                                          \
-    static __device__ __forceinline__ void acc(float (&d)[M][4], u64 da, u64 db) {            \
-      static_assert(M >= N8, "the accumulator holds the N8 groups");                          \
-      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE_OP                               \
-                   ", 0;\n"                                                                   \
-                   "wgmma.mma_async.sync.aligned.m64n" N "k16.f32." FFPA_WG_AB "." FFPA_WG_AB \
-                   " " ACC ", " AB_OPS ", p, 1, 1, " TRANS_OPS ";\n}\n"                       \
-                   : REGS("+f", d)                                                            \
-                   : "l"(da), "l"(db), "n"(1), "n"(TA), "n"(TB));                             \
-    }                                                                                         \
-    template <int TA, int TB, int M>                                                          \
-    static __device__ __forceinline__ void first(float (&d)[M][4], u64 da, u64 db) {          \
-      static_assert(M >= N8, "the accumulator holds the N8 groups");                          \
-      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE_OP                               \
-                   ", 0;\n"                                                                   \
-                   "wgmma.mma_async.sync.aligned.m64n" N "k16.f32." FFPA_WG_AB "." FFPA_WG_AB \
-                   " " ACC ", " AB_OPS ", p, 1, 1, " TRANS_OPS ";\n}\n"                       \
-                   : REGS("=f", d)                                                            \
-                   : "l"(da), "l"(db), "n"(0), "n"(TA), "n"(TB));                             \
-    }                                                                                         \
+// The asm of one m64nNk16 SS wgmma: OUT "+f" accumulates (scale-d 1), "=f" overwrites (0).
+#define FFPA_WG_SS_ASM(N, ACC, REGS, AB_OPS, SCALE_OP, TRANS_OPS, OUT, SCALE_D)                   \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE_OP                                       \
+               ", 0;\n"                                                                           \
+               "wgmma.mma_async.sync.aligned.m64n" N "k16.f32." FFPA_WG_AB "." FFPA_WG_AB " " ACC \
+               ", " AB_OPS ", p, 1, 1, " TRANS_OPS ";\n}\n"                                       \
+               : REGS(OUT, d)                                                                     \
+               : "l"(da), "l"(db), "n"(SCALE_D), "n"(TA), "n"(TB))
+#define FFPA_WG_SHAPE(N8, N, ACC, REGS, AB_OPS, SCALE_OP, TRANS_OPS)                 \
+  template <>                                                                        \
+  struct WgmmaSS<N8> {                                                               \
+    template <int TA, int TB, int M>                                                 \
+    static __device__ __forceinline__ void acc(float (&d)[M][4], u64 da, u64 db) {   \
+      static_assert(M >= N8, "the accumulator holds the N8 groups");                 \
+      FFPA_WG_SS_ASM(N, ACC, REGS, AB_OPS, SCALE_OP, TRANS_OPS, "+f", 1);            \
+    }                                                                                \
+    template <int TA, int TB, int M>                                                 \
+    static __device__ __forceinline__ void first(float (&d)[M][4], u64 da, u64 db) { \
+      static_assert(M >= N8, "the accumulator holds the N8 groups");                 \
+      FFPA_WG_SS_ASM(N, ACC, REGS, AB_OPS, SCALE_OP, TRANS_OPS, "=f", 0);            \
+    }                                                                                \
   };
 FFPA_WG_SHAPE(2, "16", FFPA_WG_ACC_2, FFPA_WG_REGS_2, "%8, %9", "%10", "%11, %12")
 FFPA_WG_SHAPE(4, "32", FFPA_WG_ACC_4, FFPA_WG_REGS_4, "%16, %17", "%18", "%19, %20")
@@ -125,6 +123,7 @@ FFPA_WG_SHAPE(12, "96", FFPA_WG_ACC_12, FFPA_WG_REGS_12, "%48, %49", "%50", "%51
 FFPA_WG_SHAPE(14, "112", FFPA_WG_ACC_14, FFPA_WG_REGS_14, "%56, %57", "%58", "%59, %60")
 FFPA_WG_SHAPE(16, "128", FFPA_WG_ACC_16, FFPA_WG_REGS_16, "%64, %65", "%66", "%67, %68")
 #undef FFPA_WG_SHAPE
+#undef FFPA_WG_SS_ASM
 
 // D += A B over the whole accumulator (d[4][4]: m64n32, d[8][4]: m64n64, d[10][4]: m64n80, ...).
 template <int TA, int TB, int N8>
