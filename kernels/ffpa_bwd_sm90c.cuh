@@ -52,18 +52,20 @@
 //    K = BC keys, reduced to dq_accum
 //    with red.global.add.v4.f32 (half the bytes per flop of ffpa_bwd_sm90.cuh at BC = 64), which
 //    up to D = 512 is tiled in fragment order (ffpa_bwd_aux.cuh, FFPA_DQ_TILED).
-// The cluster exchange's stores are asynchronous and complete on the receiving block's mbarrier
-// (full[tile parity]). XBUF = 1: they land in the block exchange buffer, after barrier A (all
-// threads of both blocks have read their block exchange); the next remote stores into a block
-// come after the next barrier A, which its threads reach only after reading these. XBUF = 2: the
-// two buffers take turns (exchange e, the e-th query tile a cluster processes, causal skips not
-// counted: block exchange in buffer e % 2, received sums in the other), and no cluster barrier
-// is needed: the other block stores exchange e's sums into a buffer this block last read at
-// exchange e - 1 (block exchange) or e - 2 (received), and it stores them only after its own
-// wait for exchange e - 1, that is after this block's sends of e - 1, which follow those reads
-// in every thread (the release of st.async's complete_tx, the acquire of the wait). The
-// barrier's phases and keep-bit slots alternate with e for the same reason. Both blocks visit
-// the same query tiles, so they agree on e.
+// The cluster exchange's stores are asynchronous and complete on the receiving block's
+// mbarriers, one for S's sums and one for dP's (and the keep bits) per tile parity. XBUF = 1:
+// they land in the block exchange buffer, after barrier A (all threads of both blocks have read
+// their block exchange); the next remote stores into a block come after the next barrier A,
+// which its threads reach only after reading these. XBUF = 2: the two buffers take turns
+// (exchange e, the e-th query tile a cluster processes, causal skips not counted: block exchange
+// in buffer e % 2, received sums in the other), and no cluster barrier is needed: the other
+// block stores exchange e's sums into a buffer this block last read at exchange e - 1 (block
+// exchange) or e - 2 (received), and it stores them only after its own wait for exchange
+// e - 1's dP, that is after this block's dP sends of e - 1, which follow those reads in every
+// thread (the release of st.async's complete_tx, the acquire of the wait). The barriers' phases
+// and keep-bit slots alternate with e for the same reason. Both blocks visit the same query
+// tiles, so they agree on e. With two buffers S is exchanged as soon as its wgmmas retire, while
+// dP's run (a commit group of their own), and P is computed while dP's sums travel.
 // tools/ffpa_bwd_sm90c_sim.py checks the placement, fragments, exchanges and the barrier protocol.
 #pragma once
 
@@ -102,9 +104,10 @@ constexpr int DQL = FFPA_DQLAG;
 constexpr int NPE = NP - DQL;          // dQ chunks of a warpgroup reduced within their own tile
 constexpr int X_SLOTS = 2 * NN * 128;  // float4 slots of an exchange buffer
 constexpr int ROW_BYTES = BR * 8;      // row table of a tile: lse * log2(e), delta
-// Bytes the other block's exchange stores deliver per query tile: NN float4 a thread (and one
-// word of keep bits with dropout).
-constexpr u32 X_BYTES = NT * NN * 16 + (FFPA_DROPOUT ? NT * 4 : 0);
+// Bytes the other block's exchange stores deliver per query tile on each of its two mbarriers:
+// S's sums, NN / 2 float4 a thread; dP's sums likewise (and one word of keep bits with dropout).
+constexpr u32 XS_BYTES = NT * NN * 8;
+constexpr u32 XD_BYTES = NT * NN * 8 + (FFPA_DROPOUT ? NT * 4 : 0);
 constexpr ffpa_layout::BwdSm90c LAYOUT = ffpa_layout::bwd_sm90c_layout(DP, BC, XB);
 static_assert(BR == ffpa_layout::BwdSm90c::kRows && NT == ffpa_layout::BwdSm90c::kThreads,
               "the layout's tile");
@@ -178,8 +181,8 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   unsigned char* rows_base = smem + LAYOUT.rows;
   // Dropout: the keep bits the other block drew for this thread's row (slot tid).
   u32* keep_in = reinterpret_cast<u32*>(smem + LAYOUT.keep);
-  // mbarriers full[0], full[1] (8 bytes apart): the other block's stores of exchange e (its
-  // e-th query tile) have landed (phase e / 2 of full[e % 2]).
+  // mbarriers 8 bytes apart, S's of parity 0 and 1, then dP's: the other block's stores of
+  // exchange e (its e-th query tile) into that half have landed (phase e / 2 of parity e % 2).
   const u32 full = sK + LAYOUT.full;
 
   const int tid = threadIdx.x, lane = tid & 31;
@@ -206,8 +209,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   }
   // The exchange barrier is initialized in both blocks before either can store into the other.
   if (tid == 0) {
-    mbar_init(full, 1);
-    mbar_init(full + 8, 1);
+    for (int i = 0; i < 4; ++i) mbar_init(full + i * 8, 1);
     mbar_init_fence();
   }
   cluster_sync();
@@ -288,9 +290,8 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
 #pragma unroll
   for (int n = 0; n < NN; ++n) colsum[n][0] = colsum[n][1] = 0.f;
 #endif
-  // This thread's exchange slot n, and the same slot in the other block.
-  const u32 xmine = smem_u32(xbuf + wg * NN * 128 + t128);
-  const u32 xpeer = map_rank(xmine, rank ^ 1);
+  // This thread's first exchange slot (S's half of buffer 0) in the other block.
+  const u32 xpeer = map_rank(smem_u32(xbuf + wg * NN / 2 * 128 + t128), rank ^ 1);
   const u32 keep_peer = map_rank(smem_u32(keep_in + tid), rank ^ 1);
   const u32 full_peer = map_rank(full, rank ^ 1);
   // dQ[:, quarter] = dS K[:, quarter] of the query tile whose dS^T is in sSt, chunk c: columns
@@ -368,7 +369,9 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       hq = kvh * f.group + i / f.Nq;
     };
 
-    // Phase 1: S and dP over the warpgroup's quarter of D, one wgmma group per Q/dO group.
+    // Phase 1: S and dP over the warpgroup's quarter of D, one wgmma group per Q/dO group. With
+    // two exchange buffers the last group's dP wgmmas are a commit group of their own: S is
+    // exchanged while they run.
     float s[NN][4], dp[NN][4];
 #pragma unroll
     for (int g = 0; g < NG; ++g) {
@@ -378,51 +381,96 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       const int pn = wg * NP + g * PPG;  // first panel of the group in this quarter
       const u32 sq = opaque(sQ + pn * Q_PANEL), so = opaque(sO + pn * Q_PANEL);
       const u32 sk = opaque(sK + pn * KV_PANEL), sv = opaque(sV + pn * KV_PANEL);
-      wgmma_fence();
+      const bool split = XB == 2 && g == NG - 1;
+      auto issue = [&](bool with_s, bool with_dp) {
 #pragma unroll
-      for (int pp = 0; pp < PPG; ++pp)
+        for (int pp = 0; pp < PPG; ++pp)
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          if ((g * PPG + pp) * 64 + kk * 16 >= DQ) continue;  // past the quarter
-          const u64 dq_ = desc_k(sq + pp * Q_PANEL + kk * 32);
-          const u64 dk_ = desc_k(sk + pp * KV_PANEL + kk * 32);
-          const u64 do_ = desc_k(so + pp * Q_PANEL + kk * 32);
-          const u64 dv_ = desc_k(sv + pp * KV_PANEL + kk * 32);
-          if (g == 0 && pp == 0 && kk == 0) {
-            wgmma_first<0, 0>(s, dq_, dk_);
-            wgmma_first<0, 0>(dp, do_, dv_);
-          } else {
-            wgmma<0, 0>(s, dq_, dk_);
-            wgmma<0, 0>(dp, do_, dv_);
+          for (int kk = 0; kk < 4; ++kk) {
+            if ((g * PPG + pp) * 64 + kk * 16 >= DQ) continue;  // past the quarter
+            const bool first = g == 0 && pp == 0 && kk == 0;
+            if (with_s) {
+              const u64 dq_ = desc_k(sq + pp * Q_PANEL + kk * 32);
+              const u64 dk_ = desc_k(sk + pp * KV_PANEL + kk * 32);
+              if (first)
+                wgmma_first<0, 0>(s, dq_, dk_);
+              else
+                wgmma<0, 0>(s, dq_, dk_);
+            }
+            if (with_dp) {
+              const u64 do_ = desc_k(so + pp * Q_PANEL + kk * 32);
+              const u64 dv_ = desc_k(sv + pp * KV_PANEL + kk * 32);
+              if (first)
+                wgmma_first<0, 0>(dp, do_, dv_);
+              else
+                wgmma<0, 0>(dp, do_, dv_);
+            }
           }
-        }
+      };
+      wgmma_fence();
+      issue(true, !split);
+      if (split) {
+        wgmma_commit();
+        issue(false, true);
+      }
       wgmma_commit();
     }
-    wgmma_wait<0>();
+    if (XB == 2)
+      wgmma_wait<1>();
+    else
+      wgmma_wait<0>();
     fence_acc(s);
-    fence_acc(dp);
 
     // Exchange in the block: warpgroup w finishes the accumulator rows of h = w. A thread hands
     // over its h = 1 - w partials (same warp and lane of the other warpgroup: the same
-    // positions) and adds the other's h = w partials. Selects, not indexing by wg: the arrays
-    // stay in registers.
+    // positions) and adds the other's h = w partials; the slots hold the S half of the buffer,
+    // then the dP half, two n8 groups a float4. Selects, not indexing by wg: the arrays stay in
+    // registers.
+    auto hand_over = [&](float4* x, const float (&a)[NN][4]) {
+#pragma unroll
+      for (int n = 0; n < NN; n += 2)
+        x[(wg * NN / 2 + n / 2) * 128 + t128] =
+            wg ? make_float4(a[n][0], a[n][1], a[n + 1][0], a[n + 1][1])
+               : make_float4(a[n][2], a[n][3], a[n + 1][2], a[n + 1][3]);
+    };
+    auto take_over = [&](const float4* x, const float (&a)[NN][4], float (&m)[NN][2]) {
+#pragma unroll
+      for (int n = 0; n < NN; n += 2) {
+        const float4 v = x[((1 - wg) * NN / 2 + n / 2) * 128 + t128];
+        m[n][0] = (wg ? a[n][2] : a[n][0]) + v.x;
+        m[n][1] = (wg ? a[n][3] : a[n][1]) + v.y;
+        m[n + 1][0] = (wg ? a[n + 1][2] : a[n + 1][0]) + v.z;
+        m[n + 1][1] = (wg ? a[n + 1][3] : a[n + 1][1]) + v.w;
+      }
+    };
+    // Exchange in the cluster: each thread sends its sums to the same thread of the other block
+    // (slots wg of buffer xr's S or dP half, read by it alone) with asynchronous stores that
+    // complete on that block's mbarrier of the half and parity, and adds the other block's once
+    // they have landed: S and dP of the rows are then the same in both blocks.
+    const u32 bar_s = full + par * 8, bar_d = full + 16 + par * 8;
+    const u32 bar_s_peer = full_peer + par * 8, bar_d_peer = full_peer + 16 + par * 8;
+    const u32 xs_peer = xpeer + xr * X_SLOTS * 16, xd_peer = xs_peer + X_SLOTS * 8;
+    auto send = [&](u32 dst, const float (&m)[NN][2], u32 bar_peer) {
+#pragma unroll
+      for (int n = 0; n < NN; n += 2)
+        st_async4(dst + n / 2 * 128 * 16, m[n][0], m[n][1], m[n + 1][0], m[n + 1][1], bar_peer);
+    };
     float sm[NN][2], dm[NN][2];
-#pragma unroll
-    for (int n = 0; n < NN; ++n)
-      xe[(wg * NN + n) * 128 + t128] = wg ? make_float4(s[n][0], s[n][1], dp[n][0], dp[n][1])
-                                          : make_float4(s[n][2], s[n][3], dp[n][2], dp[n][3]);
-    __syncthreads();
-#pragma unroll
-    for (int n = 0; n < NN; ++n) {
-      const float4 x = xe[((1 - wg) * NN + n) * 128 + t128];
-      sm[n][0] = (wg ? s[n][2] : s[n][0]) + x.x;
-      sm[n][1] = (wg ? s[n][3] : s[n][1]) + x.y;
-      dm[n][0] = (wg ? dp[n][2] : dp[n][0]) + x.z;
-      dm[n][1] = (wg ? dp[n][3] : dp[n][1]) + x.w;
+    hand_over(xe, s);
+    if (XB == 1) {
+      fence_acc(dp);
+      hand_over(xe + X_SLOTS / 2, dp);
     }
-    // Barrier A (XB = 1, below) arrives here: this thread has read its block exchange. The keep
-    // bits are drawn while the other block gets there.
-    if (XB == 1) cluster_arrive();
+    __syncthreads();
+    take_over(xe, s, sm);
+    if (XB == 2) {
+      send(xs_peer, sm, bar_s_peer);
+    } else {
+      take_over(xe + X_SLOTS / 2, dp, dm);
+      // Barrier A arrives here: this thread has read its block exchange, whose slots the other
+      // block's stores land in. The keep bits are drawn while the other block gets there.
+      cluster_arrive();
+    }
 #if FFPA_DROPOUT
     // Keep bits of the thread's row (bit 2n + e): this block draws the n8 groups of its half,
     // n in [rank NN / 2, (rank + 1) NN / 2), and the other block's half comes with the cluster
@@ -430,7 +478,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     // ((b Hq + hq) Nq + r) Nkv + key. The lanes of a pair share the row: for the groups n, n + 1
     // the even lane draws the 4 keys of both in group n and the odd lane those in n + 1
     // (keep_pair_swap), so each Philox block is drawn once. One draw live at a time (a rolled
-    // loop).
+    // loop). With two buffers the draws run under dP's wgmmas.
     static_assert(NN % 4 == 0, "each block draws whole pairs of n8 groups");
     u32 keep = 0;
     {
@@ -449,43 +497,37 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       }
     }
 #endif
-    // Exchange in the cluster. Each thread sends its sums (and its keep bits) to the same thread
-    // of the other block (slot wg, n of buffer xr and keep slot tid: read by it alone) with
-    // asynchronous stores that complete on that block's full[par], and both add once theirs has
-    // completed: S and dP of the rows are the same in both blocks. A phase completes with
-    // thread 0's arrival and the tile's bytes. Barrier A (XB = 1): every thread of both blocks
-    // has read its block exchange, so its slots may be overwritten from the other block. No
-    // cluster barrier after the stores: its release waited for every dQ reduction still in
-    // flight (ncu: 11 % of the stall samples).
-    if (XB == 1) cluster_wait();
-    const u32 bar = full + par * 8, bar_peer = full_peer + par * 8;
-#pragma unroll
-    for (int n = 0; n < NN; ++n)
-      st_async4(xpeer + (xr * X_SLOTS + n * 128) * 16, sm[n][0], sm[n][1], dm[n][0], dm[n][1],
-                bar_peer);
+    if (XB == 2) {
+      // dP's block exchange in the other half: its slots were last read before this tile's
+      // barrier above (as received sums, exchange e - 1).
+      wgmma_wait<0>();
+      fence_acc(dp);
+      hand_over(xe + X_SLOTS / 2, dp);
+      __syncthreads();
+      take_over(xe + X_SLOTS / 2, dp, dm);
+    } else {
+      // Barrier A: every thread of both blocks has read its block exchange. No cluster barrier
+      // after the stores: its release waited for every dQ reduction still in flight (ncu: 11 %
+      // of the stall samples).
+      cluster_wait();
+      send(xs_peer, sm, bar_s_peer);
+    }
+    send(xd_peer, dm, bar_d_peer);
 #if FFPA_DROPOUT
-    st_async_u32(keep_peer + (XB == 2 ? par : 0) * NT * 4, keep, bar_peer);
+    st_async_u32(keep_peer + (XB == 2 ? par : 0) * NT * 4, keep, bar_d_peer);
 #endif
-    if (tid == 0) mbar_expect_tx(bar, X_BYTES);
+    if (tid == 0) {
+      mbar_expect_tx(bar_s, XS_BYTES);
+      mbar_expect_tx(bar_d, XD_BYTES);
+    }
     // FFPA_DQLAG: the previous tile's last dQ chunk (its dS^T is still in sSt) while the stores
     // travel (ncu: the wait for them was 18 % of the stall samples with nothing to overlap it).
     if (DQL && tp >= 0) dq_deferred();
-    mbar_wait_cluster(bar, (ex >> 1) & 1);
-#if FFPA_DROPOUT
-    keep |= keep_in[(XB == 2 ? par : 0) * NT + tid];
-#endif
-#pragma unroll
-    for (int n = 0; n < NN; ++n) {
-      const float4 x = xbuf[xr * X_SLOTS + (wg * NN + n) * 128 + t128];
-      sm[n][0] += x.x;
-      sm[n][1] += x.y;
-      dm[n][0] += x.z;
-      dm[n][1] += x.w;
-    }
-
     // FFPA_DQLAG: every warp's deferred chunk has read sSt before it is overwritten.
     if (DQL) __syncthreads();
-    // P and dS of the thread's rows, stored transposed: [key][query row] (stmatrix .trans).
+
+    // P and dS of the thread's rows, stored transposed: [key][query row] (stmatrix .trans). P
+    // needs only S: it is computed while dP's sums travel.
     {
       const int row = wq * 16 + (lane >> 2) + wg * 8;
       const float l = rt[row], dl = rt[BR + row];
@@ -493,14 +535,23 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       row_of(row, r, hq);
       const int causal_lim = r + diag - key0;  // columns past it are masked
       const int kv_lim = f.Nkv - key0;
+      const float4* const xs = xbuf + xr * X_SLOTS + wg * NN / 2 * 128 + t128;
+      mbar_wait_cluster(bar_s, (ex >> 1) & 1);
+#pragma unroll
+      for (int n = 0; n < NN; n += 2) {
+        const float4 v = xs[n / 2 * 128];
+        sm[n][0] += v.x;
+        sm[n][1] += v.y;
+        sm[n + 1][0] += v.z;
+        sm[n + 1][1] += v.w;
+      }
 #if FFPA_DBIAS >= 2
       const long long boff =
           b * f.bias_batch_stride + hq * f.bias_head_stride + max(r, 0) * f.bias_row_stride + key0;
 #endif
-      u32 pp4[4], ds4[4];  // packed Pd and dS of four n8 groups (bf16 / fp16 pairs)
+      float(&pr)[NN][2] = sm;  // P in S's registers
 #pragma unroll
-      for (int n = 0; n < NN; ++n) {
-        float pr[2], pd[2], ds[2];
+      for (int n = 0; n < NN; ++n)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int kof = n * 8 + e;
@@ -511,19 +562,38 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
 #elif FFPA_DBIAS >= 2
           if (kof < kv_lim) x += bias_at(f, boff + kof) * LOG2E;
 #endif
-          pr[e] = masked ? 0.f : exp2f(x);
-          pd[e] = pr[e];
+          pr[n][e] = masked ? 0.f : exp2f(x);
         }
+
+      mbar_wait_cluster(bar_d, (ex >> 1) & 1);
+#if FFPA_DROPOUT
+      keep |= keep_in[(XB == 2 ? par : 0) * NT + tid];
+#endif
+#pragma unroll
+      for (int n = 0; n < NN; n += 2) {
+        const float4 v = xs[X_SLOTS / 2 + n / 2 * 128];
+        dm[n][0] += v.x;
+        dm[n][1] += v.y;
+        dm[n + 1][0] += v.z;
+        dm[n + 1][1] += v.w;
+      }
+      u32 pp4[4], ds4[4];  // packed Pd and dS of four n8 groups (bf16 / fp16 pairs)
+#pragma unroll
+      for (int n = 0; n < NN; ++n) {
+        float pd[2], ds[2];
 #if FFPA_DROPOUT
         // Pd = P keep / (1 - p) goes to dV; dS = Pd dP - P delta.
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          pd[e] = keep >> (2 * n + e) & 1 ? pd[e] * f.dropout_scale : 0.f;
-          ds[e] = pd[e] * dm[n][e] - pr[e] * dl;
+          pd[e] = keep >> (2 * n + e) & 1 ? pr[n][e] * f.dropout_scale : 0.f;
+          ds[e] = pd[e] * dm[n][e] - pr[n][e] * dl;
         }
 #else
 #pragma unroll
-        for (int e = 0; e < 2; ++e) ds[e] = pr[e] * (dm[n][e] - dl);
+        for (int e = 0; e < 2; ++e) {
+          pd[e] = pr[n][e];
+          ds[e] = pr[n][e] * (dm[n][e] - dl);
+        }
 #endif
 #if FFPA_DBIAS == 1
 #pragma unroll

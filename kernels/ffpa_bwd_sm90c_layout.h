@@ -14,10 +14,10 @@ struct BwdSm90c {
   int k, v;    // the block's half of K and V: bc keys x dp / 2 columns each
   int q, o;    // the block's half of Q and dO: 64 rows x dp / 2
   int pt, st;  // P^T (then dS^T) and S^T: bc x 64 each
-  int x;       // exchange buffers (xbuf of them): [warpgroup][n8 group][thread] float4
+  int x;       // exchange buffers (xbuf of them): S, then dP: [warpgroup][n8 pair][thread] float4
   int rows;    // row tables of two query tiles: lse * log2(e) and delta per row
   int keep;    // dropout keep bits from the other block, one word a thread (xbuf sets)
-  int full;    // two mbarriers: the other block's exchange stores of a tile have landed
+  int full;    // four mbarriers: the other block's S or dP stores of a tile parity have landed
   int bytes;   // dynamic shared memory of a launch, with the alignment slack
 };
 
@@ -37,7 +37,7 @@ FFPA_LAYOUT_FN BwdSm90c bwd_sm90c_layout(int dp, int bc, int xbuf) {
   l.rows = l.x + xbuf * 2 * (bc / 8) * 128 * 16;
   l.keep = l.rows + 2 * L::kRows * 8;
   l.full = l.keep + xbuf * L::kThreads * 4;
-  l.bytes = 1024 + l.full + 16;
+  l.bytes = 1024 + l.full + 32;
   return l;
 }
 

@@ -4,8 +4,10 @@ blocks splitting D, one key tile of BC keys, every query tile of a GQA group), c
 small integers, plus a check of its synchronization protocol, for both values of the knob xbuf
 (FFPA_XBUF: one exchange buffer, or two taking turns).
 
-The kernel transcribed is the one of 2026-12-04 (commit ccf8215): key-major dK and dV at
-bc = 64, quarters of D rounded up to 64 rather than 256.
+The kernel transcribed is the one of 2026-12-04 (commit ccf8215: key-major dK and dV at
+bc = 64, quarters of D rounded up to 64 rather than 256) with the split exchange: S's and dP's
+sums exchanged apart, each on mbarriers of its own, S's (xbuf = 2) as soon as its wgmmas retire
+and P computed while dP's sums travel.
 
 What is transcribed from the kernel (each formula as written there):
   - the geometry: KM = (BC == 64); a warpgroup's quarter DQ = D rounded up to 64 (KM) or to 256
@@ -29,12 +31,16 @@ What is transcribed from the kernel (each formula as written there):
     m64nBCk16); dQ chunks (A = dS^T MN-major, B = K MN-major, BC / 16 k-steps, m64n64k16 except
     a quarter's last chunk, m64n(8 LAST8)k16 on the first LAST8 groups of the accumulator, whose
     other groups keep what they held: the previous chunk's values here);
-  - the exchange buffers: xbuf buffers of X_SLOTS = 2 NN 128 float4 slots, slot (w NN + n) 128 +
-    t128. With ex = the query tiles the cluster has done so far and par = ex & 1, the block
-    exchange (the half handed over to the other warpgroup and the half kept) uses buffer
-    xe = (xbuf == 2 ? par : 0) and the other block's sums land in buffer xr = (xbuf == 2 ?
-    par ^ 1 : 0); the cluster exchange: each thread's sums into the same slot of buffer xr of the
-    other block, its dropout keep bits into keep slot (xbuf == 2 ? par : 0) * 256 + tid there;
+  - the exchange buffers: xbuf buffers of X_SLOTS = 2 NN 128 float4 slots, S's half (the first
+    X_SLOTS / 2) then dP's; in a half, slot (w NN / 2 + n / 2) 128 + t128 holds a thread's n8
+    groups n, n + 1 (n even). With ex = the query tiles the cluster has done so far and par =
+    ex & 1, the block exchange uses buffer xe = (xbuf == 2 ? par : 0): warpgroup w stores its
+    h = 1 - w partials into its slots w of the half, the other warpgroup loads them from its
+    slots 1 - w and adds its h = w partials; the other block's sums land in buffer xr =
+    (xbuf == 2 ? par ^ 1 : 0): each thread's sums of S into its slots w of S's half of buffer xr
+    of the other block, those of dP into the same slots of dP's half, its dropout keep bits into
+    keep slot (xbuf == 2 ? par : 0) * 256 + tid there; after its waits it reads the same slots of
+    its own buffer xr;
   - the (row, key) of each P/dS value with the masks, the P^T/dS^T stores (stmatrix .trans: per
     lane, the key row it addresses and the 8 values it receives from the warp's fragments),
     dBias by rank 0 only;
@@ -72,41 +78,55 @@ Exact integers stand in for the arithmetic, as in tools/ffpa_bwd_sm90_sim.py: P 
 bias = the column sums of dS.
 
 Protocol modelled (the kernel's, per block; both blocks do the same query tiles): thread 0 of
-each block initializes its mbarriers full[0], full[1] and one cluster barrier follows, at kernel
-start (none at the end). Per query tile: the block exchange in buffer xe (stores, __syncthreads,
-loads); xbuf = 1 only: barrier A, a cluster barrier (the kernel arrives after the block exchange
-loads and waits before the remote stores; nothing in between touches a logged location, so it is
-one point here); xbuf = 2 has no cluster barrier in the tile loop. Then every thread's st.async
-stores into the other block (NN float4, and a keep word with dropout) complete their bytes on the
-other block's full[par]; thread 0 arrives on its own full[par] with expect_tx of X_BYTES = 256 NN
-16 (+ 256 4 with dropout); every thread waits on full[par] with parity (ex >> 1) & 1, then reads
-its keep slot and its received sums in buffer xr. The blocks run in lockstep here, block 0 before
-block 1 within each step, so that each mbarrier sees both orders of the arrival and the bytes.
+each block initializes its four mbarriers (8 bytes apart at LAYOUT.full: S's of parity 0 and 1,
+then dP's) and one cluster barrier follows, at kernel start (none at the end). Per query tile,
+with the mbarriers of parity par:
+  - xbuf = 1: S's and dP's block exchanges in their halves of buffer 0 (stores, __syncthreads,
+    loads); barrier A, a cluster barrier (the kernel arrives after the block exchange loads and
+    waits before the remote stores; nothing in between touches a logged location, so it is one
+    point here); S's sums sent, then dP's and the keep word;
+  - xbuf = 2, no cluster barrier in the tile loop: S's block exchange in buffer xe (stores,
+    __syncthreads, loads) and S's sums sent, while dP's wgmmas run (the last Q/dO group's, a
+    commit group of their own); then dP's block exchange in its half of xe with a __syncthreads
+    of its own, and dP's sums and the keep word sent.
+Each thread's st.async stores of S's sums (NN / 2 float4) complete their bytes on the other
+block's S mbarrier, those of dP's (NN / 2 float4, and a keep word with dropout) on its dP
+mbarrier; then thread 0 arrives on its own two with expect_tx of XS_BYTES = 256 NN 8 and
+XD_BYTES = 256 NN 8 (+ 256 4 with dropout). Every thread waits on S's mbarrier with parity
+(ex >> 1) & 1, adds the received S of buffer xr and computes P; then waits on dP's, reads its keep
+slot and adds the received dP (then Pd, dS). The blocks run in lockstep here, block 0 before
+block 1 within each step, so that an mbarrier sees both orders of the arrival and the bytes
+(S's at xbuf = 2 excepted: their bytes come a step before either block's expect_tx).
 
 Checks of the protocol:
   - races: every access to the exchange slots, the keep slots, P^T/dS^T and the mbarriers (their
     initialization a plain store, each st.async's complete_tx and the expect_tx an atomic update)
     is logged with its block, thread, program position, the block's barrier count (block and
-    cluster barriers), the cluster's barrier count, and the block's counts of tiles sent and of
-    mbarrier waits completed. Two accesses to the same location, one a write and not both
-    atomic, must be ordered: the same thread in program order; the same block across a block
-    barrier; a cluster barrier between them; or, across blocks, the earlier one came before the
-    sends of a tile (everything the sending block did up to and including its st.async stores of
-    it: complete_tx releases, and every thread's bytes are needed) whose wait the later one's
-    block had completed (the wait acquires) - that is, sent count of the earlier access < wait
-    count of the later one. The st.async stores are logged as accesses of the sending block
-    before its sends. Every read must also see the write the kernel means (the data check).
+    cluster barriers), the cluster's barrier count, the block's count of send events (a send
+    event: its st.async stores of a tile's S sums, or of its dP sums with the keep words) and
+    the count of the other block's send events its waits have acquired. Two accesses to the same
+    location, one a write and not both atomic, must be ordered: the same thread in program
+    order; the same block across a block barrier; a cluster barrier between them; or, across
+    blocks, the earlier one came before a send event (everything the sending block did up to
+    and including those st.async stores: complete_tx releases, and every thread's bytes are
+    needed) whose phase the later one's block had waited for (the wait acquires) - that is, the
+    send count of the earlier access < the acquired count of the later one. The st.async stores
+    are logged as accesses of the sending block before their send event. So S's wait orders
+    only what the other block did before its S sends: at xbuf = 2 not its dP block exchange.
+    Every read must also see the write the kernel means (the data check).
   - mbarrier phases: each mbarrier's phase, pending arrival and transaction byte count are
     modelled; a wait must find the phase of its tile complete and its parity the one asked for
-    (else it would hang or pass early), and each block must have waited for every tile sent to
-    it (so no store reaches a block that has exited) with both its mbarriers between phases.
+    (else it would hang or pass early), and each block must have waited for S and dP of every
+    tile sent to it (so no store reaches a block that has exited) with its four mbarriers
+    between phases.
   - phase overrun: the lockstep order cannot show another block's stores arriving early, so the
-    happened-before knowledge is tracked instead: a block's sends of tile k may complete on the
-    other block's full[b] only if the other block's wait for the tile that used full[b] before
-    (k - 2 with two mbarriers) is known to have happened before them, learnt through the waits
-    (a wait for tile k learns the sender's wait count at its sends of k) and cluster barriers
-    (each block learns the other's). With two mbarriers and no cluster barrier this is the chain
-    wait k - 1 after the other block's sends k - 1 after its wait k - 2.
+    happened-before knowledge is tracked instead: a block's sends of S (dP) of tile k may
+    complete on the other block's S (dP) mbarrier b only if the other block's wait for the tile
+    that used b before (k - 2, an mbarrier per parity) is known to have happened before them,
+    learnt through the waits (a wait for S or dP of tile k learns the sender's wait count at
+    that send event) and cluster barriers (each block learns the other's). With no cluster
+    barrier (xbuf = 2) this is the chain: the other block's wait of k - 2, then its sends of
+    k - 1, whose waits this block did at tile k - 1, before its sends of k.
   - both blocks meet the same barriers (every thread of both blocks executes the same sequence).
 
 Checks of the tiled dq_accum (its addresses only; the values by the exact comparison). The cluster
@@ -204,9 +224,9 @@ class Cfg:
         self.PT_BYTES = BC * BR * 2
         self.X_SLOTS = 2 * self.NN * 128  # float4 slots of an exchange buffer
         self.ROW_BYTES = BR * 8
-        # ffpa_bwd_sm90c_layout.h: xbuf exchange buffers, row tables, xbuf keep sets, 2 mbarriers
+        # ffpa_bwd_sm90c_layout.h: xbuf exchange buffers, row tables, xbuf keep sets, 4 mbarriers
         self.SMEM = (1024 + 2 * self.KV_BYTES + 2 * self.Q_BYTES + 2 * self.PT_BYTES +
-                     XB * self.X_SLOTS * 16 + 2 * self.ROW_BYTES + XB * NT * 4 + 16)
+                     XB * self.X_SLOTS * 16 + 2 * self.ROW_BYTES + XB * NT * 4 + 32)
         # FFPA_DQ_TILED, as the host sets it: the quarter where dq_accum is tiled, else 0; the
         # kernel's static_asserts: key-major only tiled, and the tiled layout's quarter is DQ
         self.TILED = quarter(D, BC) if dq_tiled(D) else 0
@@ -336,7 +356,10 @@ DSCALE = 2
 
 class Log:
     """Race and protocol check: accesses per location, each (write, block, thread, seq, sync,
-    csync, sends, acq, atomic); the mbarriers; the happened-before knowledge of waits."""
+    csync, sends, acq, atomic); the mbarriers; the happened-before knowledge of waits. A block's
+    send events are its st.async stores of one half (S's, dP's with the keep bits) of a tile,
+    numbered in its program order; a wait for a half of a tile acquires the other block's send
+    event of it (whose bytes the phase counts: else the byte counts show)."""
 
     def __init__(self):
         self.acc = {}
@@ -345,13 +368,15 @@ class Log:
         self.seq = {}
         self.sync = [0, 0]  # per block: block barriers passed (a cluster barrier is one too)
         self.csync = 0  # cluster barriers passed
-        self.sends = [0, 0]  # per block: tiles whose exchange stores it has issued
-        self.acq = [0, 0]  # per block: mbarrier waits it has completed
+        self.sends = [0, 0]  # per block: send events it has issued
+        self.acq = [0, 0]  # per block: the other block's send events known to precede (waits)
+        self.sent = [{}, {}]  # per block: {(tile, half): the number of its send event}
+        self.sent_at = {}  # (block, tile, half): the block's waits completed at that send event
+        self.waits = [[], []]  # per block: the (tile, half) of each completed wait, in order
         self.seen = [0, 0]  # per block: waits of the other block known to have happened before
-        self.sent_at = {}  # (block, tile): the block's wait count at its sends of the tile
-        self.last = {}  # (receiving block, mbarrier): the last tile whose bytes went to it
-        self.mbar = [[[0, 1, 0], [0, 1, 0]] for _ in range(2)]  # [phases done, arrivals, tx]
-        self.uses = [[0, 0], [0, 0]]  # per block and mbarrier: tiles expected on it so far
+        self.last = {}  # (receiving block, mbarrier): the last (tile, half) whose bytes went to it
+        self.mbar = [[[0, 1, 0] for _ in range(4)] for _ in range(2)]  # [phases, arrivals, tx]
+        self.uses = [[0] * 4 for _ in range(2)]  # per block and mbarrier: phases expected so far
 
     def access(self, loc, write, block, thread, atomic=False):
         s = self.seq[(block, thread)] = self.seq.get((block, thread), 0) + 1
@@ -362,7 +387,7 @@ class Log:
                 continue  # two reads, or two mbarrier updates (atomic)
             if b[1] == block:
                 ordered = b[2] == thread or b[4] < a[4]
-            else:  # a cluster barrier, or b precedes sends whose wait a's block has done
+            else:  # a cluster barrier, or b precedes a send event that a's block has acquired
                 ordered = b[5] < a[5] or b[6] < a[7]
             if not ordered:
                 self.races.append((loc, b[:3], a[:3]))
@@ -378,7 +403,7 @@ class Log:
         self.sync[0] += 1
         self.sync[1] += 1
         # each block's later accesses follow every wait the other block did before it
-        self.seen = [max(self.seen[0], self.acq[1]), max(self.seen[1], self.acq[0])]
+        self.seen = [max(self.seen[0], len(self.waits[1])), max(self.seen[1], len(self.waits[0]))]
 
     def mbar_update(self, block, bar, arrivals, tx):
         m = self.mbar[block][bar]
@@ -388,30 +413,36 @@ class Log:
             m[0] += 1
             m[1] = 1
 
-    def send(self, block, peer, k, bar):
-        """Block `block` has issued its stores of tile k into `peer`, completing on its mbarrier
-        `bar`: the tile that used that mbarrier before must have had its wait done there."""
+    def send(self, block, peer, k, half, bar):
+        """Block `block` has issued its stores of the half of tile k into `peer`, completing on
+        its mbarrier `bar`: the wait of the tile that used that mbarrier before must be known to
+        have happened before them."""
         prev = self.last.get((peer, bar))
-        if prev is not None and peer != block and self.seen[block] <= prev:
-            self.errs.append(("stores may complete on a phase still pending", block, k, bar,
-                              prev, self.seen[block]))
-        self.last[peer, bar] = k
-        self.sent_at[block, k] = self.acq[block]
+        if prev is not None and peer != block and prev not in self.waits[peer][:self.seen[block]]:
+            self.errs.append(("stores may complete on a phase still pending", block, k, half,
+                              bar, prev, self.seen[block]))
+        self.last[peer, bar] = k, half
+        self.sent[block][k, half] = self.sends[block]
+        self.sent_at[block, k, half] = len(self.waits[block])
         self.sends[block] += 1
 
     def expect(self, block, bar, nbytes):  # thread 0's arrive.expect_tx
         self.uses[block][bar] += 1
         self.mbar_update(block, bar, 1, nbytes)
 
-    def wait(self, block, k, bar, parity):
+    def wait(self, block, k, half, bar, parity):
         u, m = self.uses[block][bar], self.mbar[block][bar]
         if m[0] != u:
             self.errs.append(("mbarrier wait: the tile's phase is not complete (hang)", block, k,
-                              bar, m))
+                              half, bar, m))
         elif (u - 1) & 1 != parity:
-            self.errs.append(("mbarrier wait: parity of another phase", block, k, bar, parity))
-        self.acq[block] += 1
-        self.seen[block] = max(self.seen[block], self.sent_at.get((block ^ 1, k), 0))
+            self.errs.append(("mbarrier wait: parity of another phase", block, k, half, bar,
+                              parity))
+        self.waits[block].append((k, half))
+        i = self.sent[block ^ 1].get((k, half))
+        if i is not None:
+            self.acq[block] = max(self.acq[block], i + 1)
+            self.seen[block] = max(self.seen[block], self.sent_at[block ^ 1, k, half])
 
 
 def run_cluster(cfg, pr, j, raw_base):
@@ -436,15 +467,15 @@ def run_cluster(cfg, pr, j, raw_base):
     sSt = sPt + cfg.PT_BYTES
     xb0 = sSt + cfg.PT_BYTES  # the exchange buffers: float4 slots, modelled as a dict per block
     full = xb0 + cfg.XB * cfg.X_SLOTS * 16 + 2 * cfg.ROW_BYTES + cfg.XB * NT * 4
-    assert full % 8 == 0 and full + 16 <= raw_end
+    assert full % 8 == 0 and full + 4 * 8 <= raw_end  # mbarrier i at full + 8 i
     xs = [{}, {}]  # per block: {(buffer, slot): float4}
     keep_in = [{}, {}]  # per block: keep bits from the other block, {(keep set, tid): word}
     nothing = (POISON,) * 4  # a slot never written: shared memory holds garbage
 
-    # thread 0 of each block initializes full[0], full[1]; the start cluster barrier publishes
+    # thread 0 of each block initializes the four mbarriers; the start cluster barrier publishes
     # them to the other block, whose st.async stores complete on them
     for rank in range(2):
-        for bar in range(2):
+        for bar in range(4):
             log.access((rank, "full", bar), True, rank, 0)
     if not mut("no_start_sync"):
         log.cluster_sync()
@@ -576,11 +607,13 @@ def run_cluster(cfg, pr, j, raw_base):
         t = tile_at(k, 0)
         par = t & 1 if mut("par_from_tile") else ex & 1
         # this tile's block exchange buffer, the buffer the other block's sums land in, the keep
-        # set, the mbarrier and the parity of its phase
+        # set, the mbarriers (index 2 kind + parity: S's of parity 0, 1, then dP's, 8 bytes apart
+        # at full) and the parity of their phase
         xe = par if cfg.XB == 2 else 0
         xr = xe if mut("xbuf2_same_buffer") else par ^ 1 if cfg.XB == 2 else 0
         ks = par if cfg.XB == 2 and not mut("keep_one_slot") else 0
-        bar = 0 if mut("one_mbarrier") else par
+        bpar = 0 if mut("one_mbarrier") else par
+        bar_s, bar_d = bpar, 2 + bpar
         parity = ex & 1 if mut("one_mbarrier") else ((t if mut("par_from_tile") else ex) >> 1) & 1
         kns = [next_tile(k + 1, rank) for rank in range(2)]
         if kns[0] != kns[1] or tile_at(k, 1) != t:
@@ -613,31 +646,110 @@ def run_cluster(cfg, pr, j, raw_base):
                                 Bt = hw_k_major(smem[rank],
                                                 desc_k(b + pp * cfg.KV_PANEL + kk * 32), BC)
                                 wgmma(acc[rank][wg], A, transpose(Bt), nreg)
-        # block exchange
+        # (xbuf = 2: the last group's dP wgmmas are a commit group of their own, retired after
+        # S's block exchange and sends; the same values)
+        # the exchange's slots: in each buffer the S half, then the dP half (from slot X2); in a
+        # half, slot (w NN / 2 + n / 2) 128 + t128 holds the n8 groups n, n + 1 (n even)
+        X2 = cfg.X_SLOTS // 2
         sm = [[[[0, 0] for _ in range(NN)] for _ in range(128)] for _ in range(4)]
         dm = [[[[0, 0] for _ in range(NN)] for _ in range(128)] for _ in range(4)]
-        for rank in range(2):
+
+        def hand_over(rank, half, a):
+            """The block exchange's stores: each thread's h = 1 - wg partials of a (s or dp)
+            into its slots wg of the half of buffer xe."""
             for wg in range(2):
+                sw = 1 - wg
                 for t128 in range(128):
-                    sw = 1 - wg
-                    for n in range(NN):
-                        slot = (wg * NN + n) * 128 + t128
+                    r = a[rank][wg][t128]
+                    for n in range(0, NN, 2):
+                        slot = half + (wg * NN // 2 + n // 2) * 128 + t128
                         log.access((rank, "x", xe, slot), True, rank, wg * 128 + t128)
-                        sr, dr = s[rank][wg][t128], dp[rank][wg][t128]
-                        xs[rank][xe, slot] = (sr[n * 4 + 2 * sw], sr[n * 4 + 2 * sw + 1],
-                                              dr[n * 4 + 2 * sw], dr[n * 4 + 2 * sw + 1])
-            log.block_sync(rank)
+                        xs[rank][xe, slot] = (r[n * 4 + 2 * sw], r[n * 4 + 2 * sw + 1],
+                                              r[n * 4 + 4 + 2 * sw], r[n * 4 + 5 + 2 * sw])
+
+        def take_over(rank, half, a, m):
+            """The block exchange's loads: each thread's h = wg partials of a plus the other
+            warpgroup's, from its slots 1 - wg of the half of buffer xe, into the sums m."""
             for wg in range(2):
                 for t128 in range(128):
-                    for n in range(NN):
-                        slot = ((1 - wg) * NN + n) * 128 + t128
+                    r, mt = a[rank][wg][t128], m[rank * 2 + wg][t128]
+                    for n in range(0, NN, 2):
+                        slot = half + ((1 - wg) * NN // 2 + n // 2) * 128 + t128
                         log.access((rank, "x", xe, slot), False, rank, wg * 128 + t128)
                         x = xs[rank].get((xe, slot), nothing)
-                        sr, dr = s[rank][wg][t128], dp[rank][wg][t128]
                         for e in range(2):
-                            sm[rank * 2 + wg][t128][n][e] = sr[n * 4 + 2 * wg + e] + x[e]
-                            dm[rank * 2 + wg][t128][n][e] = dr[n * 4 + 2 * wg + e] + x[2 + e]
-        # dropout: each block draws the keep bits of its half of the n8 groups
+                            mt[n][e] = r[n * 4 + 2 * wg + e] + x[e]
+                            mt[n + 1][e] = r[n * 4 + 4 + 2 * wg + e] + x[2 + e]
+
+        def peer_of(rank):
+            return rank if mut("cluster_to_self") else rank ^ 1
+
+        def send(rank, half, m, bar):
+            """The cluster exchange's stores of the sums m: each thread's into its slots wg of
+            the half of the other block's buffer xr, st.async completing on its mbarrier bar."""
+            peer = peer_of(rank)
+            for wg in range(2):
+                w = 1 - wg if mut("cluster_slot_other_wg") else wg
+                for t128 in range(128):
+                    mt = m[rank * 2 + wg][t128]
+                    for n in range(0, NN, 2):
+                        slot = half + (w * NN // 2 + n // 2) * 128 + t128
+                        log.access((peer, "x", xr, slot), True, rank, wg * 128 + t128)
+                        xs[peer][xr, slot] = (mt[n][0], mt[n][1], mt[n + 1][0], mt[n + 1][1])
+                        log.mbar_update(peer, bar, 0, -16)
+                    log.access((peer, "full", bar), True, rank, wg * 128 + t128, atomic=True)
+
+        def send_keep(rank, bar):
+            """Each thread's keep bits into its keep slot of set ks of the other block."""
+            peer = peer_of(rank)
+            for tid in range(NT):
+                log.access((peer, "keep", ks, tid), True, rank, tid)
+                keep_in[peer][ks, tid] = kmine[rank, tid]
+                log.mbar_update(peer, bar, 0, -4)
+                log.access((peer, "full", bar), True, rank, tid, atomic=True)
+
+        def recv(rank, half, m):
+            """The other block's sums, from the thread's slots wg of the half of buffer xr, added
+            to m."""
+            xrr = xe if mut("recv_wrong_buffer") else xr  # the buffer read
+            for wg in range(2):
+                for t128 in range(128):
+                    mt = m[rank * 2 + wg][t128]
+                    for n in range(0, NN, 2):
+                        slot = half + (wg * NN // 2 + n // 2) * 128 + t128
+                        log.access((rank, "x", xrr, slot), False, rank, wg * 128 + t128)
+                        x = xs[rank].get((xrr, slot), nothing)
+                        for e in range(2):
+                            mt[n][e] += x[e]
+                            mt[n + 1][e] += x[2 + e]
+
+        # bytes each mbarrier of a tile expects (thread 0's expect_tx, after its own sends)
+        xs_bytes = NT * NN * 8
+        xd_bytes = NT * NN * 8 + (NT * 4 if pr.dropout and not mut("x_bytes_no_keep") else 0)
+
+        def expect(rank):
+            for bar, nbytes in ((bar_s, xs_bytes), (bar_d, xd_bytes)):
+                log.access((rank, "full", bar), True, rank, 0, atomic=True)
+                log.expect(rank, bar, nbytes)
+
+        # the dP half of xe for dP's block exchange (a mutation: the S half, whose loads at
+        # xbuf = 2 no barrier separates from these stores)
+        xd_half = 0 if mut("dp_exchange_in_s_half") else X2
+        # S's block exchange (xbuf = 1: and dP's), a __syncthreads, the loads; xbuf = 2: S's sums
+        # sent at once
+        for rank in range(2):
+            hand_over(rank, 0, s)
+            if cfg.XB == 1:
+                hand_over(rank, xd_half, dp)
+            log.block_sync(rank)
+            take_over(rank, 0, s, sm)
+            if cfg.XB == 2:
+                send(rank, 0, sm, bar_s)
+                log.send(rank, peer_of(rank), ex, "S", bar_s)
+            else:
+                take_over(rank, xd_half, dp, dm)
+        # dropout: each block draws the keep bits of its half of the n8 groups (xbuf = 2: while
+        # dP's wgmmas run)
         kmine = {}
         for rank in range(2):
             for wg in range(2):
@@ -652,74 +764,84 @@ def run_cluster(cfg, pr, j, raw_base):
                         g = pr.offset + erow + n * 8
                         kb |= (keep(g) << (2 * n)) | (keep(g + 1) << (2 * n + 1))
                     kmine[rank, wg * 128 + t128] = kb
-        # cluster exchange: barrier A (xbuf = 1), st.async into the other block completing on
-        # its full[bar], expect_tx on the own full[bar], the wait, adds
-        if cfg.XB == 1 and not mut("no_cluster_sync_a"):
-            log.cluster_sync()
-        xtx = NT * NN * 16 + (NT * 4 if pr.dropout and not mut("x_bytes_no_keep") else 0)
+        if cfg.XB == 2:  # dP's block exchange, its own __syncthreads
+            for rank in range(2):
+                hand_over(rank, xd_half, dp)
+                if not mut("no_dp_block_sync"):
+                    log.block_sync(rank)
+                take_over(rank, xd_half, dp, dm)
+        elif not mut("no_cluster_sync_a"):
+            log.cluster_sync()  # barrier A
+        # the cluster exchange's other stores: xbuf = 1 S's sums (S's mbarrier), then dP's sums
+        # and the keep bits (dP's mbarrier); thread 0's expect_tx on both own mbarriers
         for rank in range(2):
-            peer = rank if mut("cluster_to_self") else rank ^ 1
-            for wg in range(2):
-                for t128 in range(128):
-                    tid = wg * 128 + t128
-                    for n in range(NN):
-                        slot = (wg * NN + n) * 128 + t128
-                        if mut("cluster_slot_other_wg"):
-                            slot = ((1 - wg) * NN + n) * 128 + t128
-                        log.access((peer, "x", xr, slot), True, rank, tid)
-                        v = sm[rank * 2 + wg][t128][n], dm[rank * 2 + wg][t128][n]
-                        xs[peer][xr, slot] = (v[0][0], v[0][1], v[1][0], v[1][1])
-                        log.mbar_update(peer, bar, 0, -16)
-                    if pr.dropout:
-                        log.access((peer, "keep", ks, tid), True, rank, tid)
-                        keep_in[peer][ks, tid] = kmine[rank, tid]
-                        log.mbar_update(peer, bar, 0, -4)
-                    log.access((peer, "full", bar), True, rank, tid, atomic=True)  # complete_tx
-            log.send(rank, peer, ex, bar)
-            log.access((rank, "full", bar), True, rank, 0, atomic=True)
-            log.expect(rank, bar, xtx)
+            if cfg.XB == 1:
+                send(rank, 0, sm, bar_s)
+                log.send(rank, peer_of(rank), ex, "S", bar_s)
+            send(rank, X2, dm, bar_s if mut("dp_on_s_barrier") else bar_d)
+            if pr.dropout:
+                send_keep(rank, bar_s if mut("keep_on_s_barrier") else bar_d)
+            log.send(rank, peer_of(rank), ex, "dP", bar_d)
+            expect(rank)
+        # the halves the received sums are read from (a mutation: swapped)
+        rs_half, rd_half = (X2, 0) if mut("recv_halves_swapped") else (0, X2)
+        # S's sums from the other block after the wait on S's mbarrier, then P (both blocks)
         for rank in range(2):
+            if mut("s_read_before_wait"):
+                recv(rank, rs_half, sm)
             if not mut("no_mbar_wait"):
-                log.wait(rank, ex, bar, parity)
-        xrr = xe if mut("recv_wrong_buffer") else xr  # the buffer read
+                log.wait(rank, ex, "S", bar_s, parity)
+            if not mut("s_read_before_wait"):
+                recv(rank, rs_half, sm)
+        prs = [[[[0, 0] for _ in range(NN)] for _ in range(128)] for _ in range(4)]
         for rank in range(2):
+            tab = tables[(rank, par)]
             for wg in range(2):
                 for t128 in range(128):
+                    lane, wq = t128 % 32, t128 // 32
+                    row = wq * 16 + (lane >> 2) + wg * 8
+                    l = tab[row][0]
+                    r = row_of(row)[0]
+                    key0 = n0 + (lane & 3) * 2
+                    causal_lim = r + diag - key0
+                    kv_lim = pr.Nkv - key0
                     for n in range(NN):
-                        slot = (wg * NN + n) * 128 + t128
-                        log.access((rank, "x", xrr, slot), False, rank, wg * 128 + t128)
-                        x = xs[rank].get((xrr, slot), nothing)
                         for e in range(2):
-                            sm[rank * 2 + wg][t128][n][e] += x[e]
-                            dm[rank * 2 + wg][t128][n][e] += x[2 + e]
-        # P, dS (both blocks), stored transposed
+                            kof = n * 8 + e
+                            cm = kof >= causal_lim if mut("causal_ge") else kof > causal_lim
+                            masked = kof >= kv_lim or (pr.causal and cm)
+                            prs[rank * 2 + wg][t128][n][e] = (
+                                0 if masked else pfun(sm[rank * 2 + wg][t128][n][e], l))
+        # dP's sums and the keep bits from the other block after the wait on dP's mbarrier
         kbits_all = {}
         for rank in range(2):
+            if mut("dp_read_before_wait"):  # after S's wait only
+                recv(rank, rd_half, dm)
+            if not mut("no_mbar_wait"):
+                log.wait(rank, ex, "dP", bar_d, parity)
             for tid in range(NT):
                 kb = kmine[rank, tid]
                 if pr.dropout and not mut("keep_not_merged"):
                     log.access((rank, "keep", ks, tid), False, rank, tid)
                     kb |= keep_in[rank].get((ks, tid), POISON)
                 kbits_all[rank, tid] = kb
+            if not mut("dp_read_before_wait"):
+                recv(rank, rd_half, dm)
+        # Pd, dS (both blocks), stored transposed
         for rank in range(2):
             tab = tables[(rank, par)]
             for wg in range(2):
                 pds = {}  # (t128, n, e): the thread's Pd and dS
                 for t128 in range(128):
                     lane, wq = t128 % 32, t128 // 32
-                    row = wq * 16 + (lane >> 2) + wg * 8
-                    l, dl = tab[row]
-                    r, hq_row = row_of(row)
+                    dl = tab[wq * 16 + (lane >> 2) + wg * 8][1]
                     key0 = n0 + (lane & 3) * 2
-                    causal_lim = r + diag - key0
                     kv_lim = pr.Nkv - key0
                     kbits = kbits_all[rank, wg * 128 + t128]
                     for n in range(NN):
                         for e in range(2):
                             kof = n * 8 + e
-                            cm = kof >= causal_lim if mut("causal_ge") else kof > causal_lim
-                            masked = kof >= kv_lim or (pr.causal and cm)
-                            p_ = 0 if masked else pfun(sm[rank * 2 + wg][t128][n][e], l)
+                            p_ = prs[rank * 2 + wg][t128][n][e]
                             dmv = dm[rank * 2 + wg][t128][n][e]
                             if pr.dropout:
                                 pd = p_ * DSCALE if kbits >> (2 * n + e) & 1 else 0
@@ -882,9 +1004,10 @@ def run_cluster(cfg, pr, j, raw_base):
     if log.sync[0] != log.sync[1]:
         errors.append(("block barrier counts differ", log.sync))
     for rank in range(2):  # no end barrier: every store into a block was waited for
-        if log.acq[rank] != log.sends[rank ^ 1] or any(m[1:] != [1, 0] for m in log.mbar[rank]):
-            errors.append(("exchange stores not waited for at exit", rank, log.acq, log.sends,
-                           log.mbar[rank]))
+        if (sorted(log.waits[rank]) != sorted(log.sent[rank ^ 1]) or
+                any(m[1:] != [1, 0] for m in log.mbar[rank])):
+            errors.append(("exchange stores not waited for at exit", rank, len(log.waits[rank]),
+                           len(log.sent[rank ^ 1]), log.mbar[rank]))
     # epilogue: dK, dV of the key tile and each quarter (dK's f.scale is 1 here)
     dk_out, dv_out = {}, {}
 
@@ -996,12 +1119,20 @@ MUTATIONS = [
     "dq_no_cbase", "dbias_both", "keep_same_half", "keep_not_merged",
     "xbuf2_same_buffer",  # xbuf = 2, the sums land in the block exchange buffer xe
     "keep_one_slot",      # xbuf = 2, keep bits always in keep set 0
-    "no_mbar_wait",       # the received sums read without the wait
+    "no_mbar_wait",       # the received sums read without either wait
     "recv_wrong_buffer",  # xbuf = 2, the received sums read from xe
-    "one_mbarrier",       # full[0] for every tile (parity ex & 1): needs barrier A
+    "one_mbarrier",       # S's and dP's of parity 0 for every tile (parity ex & 1): needs barrier A
     "no_start_sync",      # no cluster barrier after the mbarrier init
-    "x_bytes_no_keep",    # expect_tx without the keep words
-    "par_from_tile",      # buffers, mbarrier and row table by the tile's parity, not ex's
+    "x_bytes_no_keep",    # dP's expect_tx without the keep words
+    "par_from_tile",      # buffers, mbarriers and row table by the tile's parity, not ex's
+    # S and dP exchanged apart: halves of the buffers, an mbarrier each
+    "dp_on_s_barrier",        # dP's sums complete on S's mbarrier: its bytes and dP's both wrong
+    "keep_on_s_barrier",      # the keep words complete on S's mbarrier
+    "s_read_before_wait",     # S's received sums read before S's wait
+    "dp_read_before_wait",    # dP's received sums read after S's wait only
+    "no_dp_block_sync",       # xbuf = 2, dP's block exchange without its __syncthreads
+    "dp_exchange_in_s_half",  # dP's block exchange in S's half of xe (xbuf = 2: still being read)
+    "recv_halves_swapped",    # the received S read from the dP half and dP from the S half
     # tiled dq_accum (D padded to at most 512); dq_no_cbase above applies to both layouts
     "dq_tile_wrong_row_order",  # the writer swaps the rows g and g + 8 of its fragment
     "dq_block_uses_ex",         # the writer's block of exchange ex, not of query tile t
@@ -1088,9 +1219,9 @@ def main():
           f"rows and keys past the end, dropout, up to 5 tiles; dq_accum tiled by quarters up to "
           f"D 512 (every write inside the workspace, real elements at their own dq_offset "
           f"position, padding at none, dq_offset injective), row-major past it; no race on the "
-          f"exchange slots, keep slots, mbarriers or P^T/dS^T; every mbarrier wait finds its "
-          f"tile's phase complete, no stores reach a pending phase, every store waited for; both "
-          f"blocks meet the same barriers")
+          f"exchange slots (S's and dP's halves), keep slots, mbarriers (S's and dP's) or "
+          f"P^T/dS^T; every mbarrier wait finds its tile's phase complete, no stores reach a "
+          f"pending phase, every store waited for; both blocks meet the same barriers")
     ok = True
     for m in MUTATIONS + HARMLESS:
         MUT.clear()
