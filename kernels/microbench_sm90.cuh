@@ -12,6 +12,12 @@
 // 16 bytes each, a thread's own addresses, as ffpa-bwd-sm90c's dQ chunks issue them between the
 // stores and the wait with dqlag): do they hide under the exchange, or compete for the SM's path
 // out as the distributed shared memory stores do?
+//
+// mb_stream_kernel: HBM streaming alone, for ffpa-bwd-decode (reads K and V, writes dK and dV,
+// 1 GB a decode row at D = 512, at ~3.2 TB/s): mode 0 reads `n` float4 (summed, one store a
+// thread), mode 1 writes them, mode 2 copies src to dst (half the float4 each way, the decode
+// kernel's mix). Does a stream that mixes reads and writes lose bandwidth against pure phases?
+// FFPA_MB_NV is unused by it (the same module serves both kernels).
 #pragma once
 
 #include "tma.cuh"
@@ -71,4 +77,44 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_mb::
   if (tid == 0) cycles[blockIdx.x] = (t1 - t0) / (iters > 0 ? iters : 1);
   sink[blockIdx.x * NT + tid] = acc;
   cluster_sync();  // neither block exits while the other may still store into it
+}
+
+extern "C" __global__ void __launch_bounds__(256) mb_stream_kernel(const float4* src, float4* dst,
+                                                                   long long n, int mode,
+                                                                   float* sink) {
+  // Four independent 16-byte accesses a thread in flight per step: enough bytes in flight to
+  // cover the HBM latency with 8 blocks an SM.
+  constexpr int U = 4;
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  float acc = 0.f;
+  if (mode == 0) {
+    for (long long i = first; i < n; i += U * stride) {
+      float4 v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        v[u] = i + u * stride < n ? __ldcs(src + i + u * stride) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int u = 0; u < U; ++u) acc += v[u].x + v[u].y + v[u].z + v[u].w;
+    }
+  } else if (mode == 1) {
+    const float4 v = make_float4(1.f, 2.f, 3.f, (float)first);
+    for (long long i = first; i < n; i += U * stride)
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (i + u * stride < n) __stcs(dst + i + u * stride, v);
+  } else {
+    const long long half = n / 2;
+    for (long long i = first; i < half; i += U * stride) {
+      float4 v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        v[u] = i + u * stride < half ? __ldcs(src + i + u * stride)
+                                     : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (i + u * stride < half) __stcs(dst + i + u * stride, v[u]);
+    }
+  }
+  sink[first] = acc;
 }

@@ -69,7 +69,48 @@ Exchange run_exchange(int nv, int work, int iters, int red = 0) {
   return {static_cast<double>(h[h.size() / 2]), h.front(), h.back()};
 }
 
+// HBM streaming (mb_stream_kernel): GB/s of `mode` (0 read, 1 write, 2 copy) over `bytes`,
+// the best of `reps` launches timed with events (the first launch warms up).
+double run_stream(int mode, size_t bytes, int reps) {
+  const nvrtc::Compiled comp = nvrtc::compile("microbench_sm90.cuh", {"-DFFPA_MB_NV=1"}, "sm_90a");
+  const nvrtc::Library lib(comp.cubin);
+  const cudaKernel_t fn = lib.kernel("mb_stream_kernel");
+  const int threads = 256, blocks = device().sm_count * 8;
+  gpu::DeviceBuffer src(bytes), dst(bytes), sink(static_cast<size_t>(blocks) * threads * 4);
+  FFPA_CUDA(cudaMemset(src.get(), 0, bytes));
+  const float4* s = src.as<const float4>();
+  float4* d = dst.as<float4>();
+  long long n = static_cast<long long>(bytes / 16);
+  float* k = sink.as<float>();
+  void* args[] = {&s, &d, &n, &mode, &k};
+  double best = 1e30;
+  for (int r = 0; r <= reps; ++r) {
+    gpu::Event start, stop;
+    FFPA_CUDA(cudaEventRecord(start.get()));
+    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(blocks), dim3(threads),
+                               args, 0, nullptr));
+    FFPA_CUDA(cudaEventRecord(stop.get()));
+    FFPA_CUDA(cudaEventSynchronize(stop.get()));
+    if (r > 0) best = std::min(best, static_cast<double>(stop.since(start)));
+  }
+  // Bytes moved: n float4 in every mode (copy: n / 2 read and n / 2 written).
+  return static_cast<double>(n) * 16 / (best * 1e-3) / 1e9;
+}
+
 }  // namespace
+
+TEST_CASE("microbench: the stream kernel reads, writes and copies", "[gpu]") {
+  if (!hopper()) return;
+  for (int mode : {0, 1, 2}) CHECK(run_stream(mode, size_t{64} << 20, 2) > 0);
+}
+
+TEST_CASE("microbench: HBM streaming GB/s, read / write / copy", "[.][bench]") {
+  if (!hopper()) return;
+  std::printf("%-8s %-10s %-10s %-10s\n", "MiB", "read", "write", "copy");
+  for (size_t mib : {256, 1024, 4096})
+    std::printf("%-8zu %-10.0f %-10.0f %-10.0f\n", mib, run_stream(0, mib << 20, 10),
+                run_stream(1, mib << 20, 10), run_stream(2, mib << 20, 10));
+}
 
 TEST_CASE("microbench: the cluster exchange runs and takes time", "[gpu]") {
   if (!hopper()) return;

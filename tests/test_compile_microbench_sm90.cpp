@@ -8,7 +8,7 @@
 
 using namespace ffpa;
 
-TEST_CASE("microbench: the exchange kernel compiles for sm_90a without spills", "[compile]") {
+TEST_CASE("microbench: the exchange and stream kernels compile for sm_90a without spills", "[compile]") {
   for (int nv : {1, 2, 4, 8, 16}) {
     const nvrtc::Compiled c =
         nvrtc::compile("microbench_sm90.cuh", {"-DFFPA_MB_NV=" + std::to_string(nv)}, "sm_90a");
@@ -16,5 +16,7 @@ TEST_CASE("microbench: the exchange kernel compiles for sm_90a without spills", 
     const nvrtc::KernelInfo& k = c.info.at("mb_exchange_kernel");
     CHECK(k.spill_stores == 0);
     CHECK(k.stack_bytes == 0);
+    REQUIRE(c.info.count("mb_stream_kernel") == 1);
+    CHECK(c.info.at("mb_stream_kernel").spill_stores == 0);
   }
 }
