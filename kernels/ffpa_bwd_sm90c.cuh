@@ -219,16 +219,9 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   // exchanges on the mbarriers).
   // The clusters of a wave hold neighbouring key tiles of a head: starting together at query
   // tile 0 they would all reduce into the same dQ rows at once. Cluster i starts at tile
-  // i seg / clusters of each segment of seg tiles instead and wraps around within it (position k
-  // visits tile_at(k)). A segment is one q head's rows where they are whole tiles, else the
-  // group's: with GQA the clusters of a wave then work on one q head at a time, whose Q, dO and
-  // dQ rows stay in L2 while each of them passes (the group's would not fit).
-  const int seg = f.Nq % BR == 0 ? f.Nq / BR : ntile;
-  const int start = (int)((long long)(blockIdx.x >> 1) * seg / (gridDim.x >> 1));
-  auto tile_at = [&](int k) {
-    const int w = k % seg + start;
-    return k - k % seg + (w >= seg ? w - seg : w);
-  };
+  // i ntile / clusters instead and wraps around (position k visits tile_at(k)).
+  const int start = (int)((long long)(blockIdx.x >> 1) * ntile / (gridDim.x >> 1));
+  auto tile_at = [&](int k) { return k + start >= ntile ? k + start - ntile : k + start; };
   auto next_tile = [&](int k) {
     for (; FFPA_CAUSAL && k < ntile; ++k) {
       const int m0 = tile_at(k) * BR, i_hi = min(m0 + BR, rows_total) - 1;

@@ -20,10 +20,9 @@ What is transcribed from the kernel (each formula as written there):
   - per block: the 1024-byte align-up, the K/V load of the block's DC columns at their smem_col
     (kv_granule), stage()'s decode of a Q/dO granule (group g, quarter, panel, row, quarter
     column qc, skipped when qc >= DQ, shared column quarter NP 64 + qc, global column cbase +
-    quarter DQ + qc), the row tables (two parities), the order of the query tiles (in each
-    segment of seg tiles, a q head's where Nq is a multiple of 64, else the group's, each
-    cluster from its own first tile, j seg / clusters, wrapping around within the segment) and
-    the causal tile skip (next_tile, the same in both blocks);
+    quarter DQ + qc), the row tables (two parities), the order of the query tiles (each
+    cluster from its own first tile, j ntile / clusters, wrapping around) and the causal tile
+    skip (next_tile, the same in both blocks);
   - the start address and descriptor of every wgmma: S and dP (K-major, m64nBCk16, k16 steps
     only while panel 64 + kk 16 < DQ); KM: dV += Pd^T dO[:, quarter] and dK += dS^T Q[:, quarter]
     (m64n(DQ)k16, 4 k-steps over the query rows: A = P^T / dS^T K-major, B = dO / Q MN-major over
@@ -502,19 +501,16 @@ def run_cluster(cfg, pr, j, raw_base):
                     st(rank, sK + off + 2 * e, pr.k[key][col + e] if ok else 0)
                     st(rank, sV + off + 2 * e, pr.v[key][col + e] if ok else 0)
 
-    # cluster j starts at tile j seg / clusters of each segment of seg positions (the kernel's
-    # (x / 2) seg / (grid x / 2)) and wraps around within it: position k visits tile_at(k). A
-    # segment is one q head's tiles when Nq is a multiple of 64, else all of the group's.
+    # cluster j starts at query tile j ntile / clusters (the kernel's (x / 2) ntile / (grid x / 2))
+    # and wraps around: position k visits tile_at(k)
     nclusters = (pr.Nkv + BC - 1) // BC
-    seg = pr.Nq // BR if pr.Nq % BR == 0 and not mut("segment_whole_group") else ntile
 
     def tile_at(k, rank):
         if mut("start_per_rank"):  # from the block's x, not the cluster's
-            start = (2 * j + rank) * seg // (2 * nclusters)
+            start = (2 * j + rank) * ntile // (2 * nclusters)
         else:
-            start = j * seg // nclusters
-        w = k % seg + start
-        return k - k % seg + (w - seg if w >= seg and not mut("no_wrap") else w)
+            start = j * ntile // nclusters
+        return k + start - ntile if k + start >= ntile and not mut("no_wrap") else k + start
 
     def next_tile(k, rank):  # the first position from k whose tile sees a key of the tile
         nsk = n0 + (BC if mut("skip_per_rank") and rank else 0)
@@ -600,12 +596,6 @@ def run_cluster(cfg, pr, j, raw_base):
                 row, col = pos[r]
                 at[r] = C[row][col] + (0 if first else at[r])
 
-    order = [tile_at(k, 0) for k in range(ntile)]
-    if sorted(order) != list(range(ntile)):
-        errors.append(("the query order is not a permutation of the tiles", order))
-    head_tiles = pr.Nq // BR
-    if pr.Nq % BR == 0 and any(t // head_tiles != k // head_tiles for k, t in enumerate(order)):
-        errors.append(("a q head's query tiles are not visited together", order))
     ks0 = [next_tile(0, rank) for rank in range(2)]
     if ks0[0] != ks0[1] or ks0[0] < ntile and tile_at(ks0[0], 0) != tile_at(ks0[0], 1):
         errors.append(("blocks start on different tiles", ks0))
@@ -1162,7 +1152,6 @@ MUTATIONS = [
     # each cluster's own first query tile; P^T, dS^T by stmatrix .trans
     "start_per_rank",     # the first tile from the block's x: the blocks of a cluster differ
     "no_wrap",            # positions past the last tile not wrapped to the first ones
-    "segment_whole_group",  # the rotation over the group's tiles where heads are whole tiles
     "stmatrix_no_trans",  # stmatrix without .trans: the fragment's rows as memory rows
 ]
 # Changes that must stay harmless, checked like the mutations but expected to pass:
@@ -1189,12 +1178,10 @@ BASE = [
     (200, 64, 1, 1, 70, 64, 0, 0, True),     # DQ 64: one panel, D ends inside the last quarter
     (72, 64, 1, 2, 40, 60, 2, 0, False),     # DQ 32: the last quarter wholly past D; top-left
     (320, 32, 1, 1, 50, 40, 0, 1, False),    # transposed at D 320: DQ 128 (padded to 512)
-    (64, 64, 1, 2, 128, 200, 1, 2, False),   # GQA, whole-tile heads: a rotation within each head
 ]
 # (BASE index, xbuf): D 1024 keeps the row-major dq_accum under the mutations, 512 with a skipped
-# tile and 64 with ex != t the tiled one; 320 (bc 64) a quarter of two panels, the last partial;
-# the GQA case of whole-tile heads the rotation within each head
-QUICK = [(0, 2), (1, 1), (2, 1), (3, 2), (5, 1), (6, 1), (6, 2), (9, 2), (14, 2)]
+# tile and 64 with ex != t the tiled one; 320 (bc 64) a quarter of two panels, the last partial
+QUICK = [(0, 2), (1, 1), (2, 1), (3, 2), (5, 1), (6, 1), (6, 2), (9, 2)]
 
 
 def cases(quick):
