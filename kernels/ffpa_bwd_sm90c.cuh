@@ -219,8 +219,11 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   // exchanges on the mbarriers).
   // The clusters of a wave hold neighbouring key tiles of a head: starting together at query
   // tile 0 they would all reduce into the same dQ rows at once. Cluster i starts at tile
-  // i ntile / clusters instead and wraps around (position k visits tile_at(k)).
-  const int start = (int)((long long)(blockIdx.x >> 1) * ntile / (gridDim.x >> 1));
+  // i span / clusters instead and wraps around (position k visits tile_at(k)). The starts span
+  // one q head's tiles, not the group's: with GQA the clusters of a wave then stay within a head
+  // of each other, so the Q, dO and dQ rows they share stay in L2 between their passes.
+  const int span = min((f.Nq + BR - 1) / BR, ntile);
+  const int start = (int)((long long)(blockIdx.x >> 1) * span / (gridDim.x >> 1));
   auto tile_at = [&](int k) { return k + start >= ntile ? k + start - ntile : k + start; };
   auto next_tile = [&](int k) {
     for (; FFPA_CAUSAL && k < ntile; ++k) {

@@ -21,7 +21,8 @@ What is transcribed from the kernel (each formula as written there):
     (kv_granule), stage()'s decode of a Q/dO granule (group g, quarter, panel, row, quarter
     column qc, skipped when qc >= DQ, shared column quarter NP 64 + qc, global column cbase +
     quarter DQ + qc), the row tables (two parities), the order of the query tiles (each
-    cluster from its own first tile, j ntile / clusters, wrapping around) and the causal tile
+    cluster from its own first tile, j span / clusters with span = one q head's tiles, wrapping
+    around the group's) and the causal tile
     skip (next_tile, the same in both blocks);
   - the start address and descriptor of every wgmma: S and dP (K-major, m64nBCk16, k16 steps
     only while panel 64 + kk 16 < DQ); KM: dV += Pd^T dO[:, quarter] and dK += dS^T Q[:, quarter]
@@ -501,15 +502,17 @@ def run_cluster(cfg, pr, j, raw_base):
                     st(rank, sK + off + 2 * e, pr.k[key][col + e] if ok else 0)
                     st(rank, sV + off + 2 * e, pr.v[key][col + e] if ok else 0)
 
-    # cluster j starts at query tile j ntile / clusters (the kernel's (x / 2) ntile / (grid x / 2))
+    # cluster j starts at query tile j span / clusters (the kernel's (x / 2) span / (grid x / 2))
     # and wraps around: position k visits tile_at(k)
     nclusters = (pr.Nkv + BC - 1) // BC
+    # the starts span one q head's tiles (the group's under the mutation)
+    span = ntile if mut("span_whole_group") else min((pr.Nq + BR - 1) // BR, ntile)
 
     def tile_at(k, rank):
         if mut("start_per_rank"):  # from the block's x, not the cluster's
-            start = (2 * j + rank) * ntile // (2 * nclusters)
+            start = (2 * j + rank) * span // (2 * nclusters)
         else:
-            start = j * ntile // nclusters
+            start = j * span // nclusters
         return k + start - ntile if k + start >= ntile and not mut("no_wrap") else k + start
 
     def next_tile(k, rank):  # the first position from k whose tile sees a key of the tile
@@ -596,6 +599,8 @@ def run_cluster(cfg, pr, j, raw_base):
                 row, col = pos[r]
                 at[r] = C[row][col] + (0 if first else at[r])
 
+    if tile_at(0, 0) >= min((pr.Nq + BR - 1) // BR, ntile):
+        errors.append(("the first query tile lies past a q head's tiles", tile_at(0, 0)))
     ks0 = [next_tile(0, rank) for rank in range(2)]
     if ks0[0] != ks0[1] or ks0[0] < ntile and tile_at(ks0[0], 0) != tile_at(ks0[0], 1):
         errors.append(("blocks start on different tiles", ks0))
@@ -1152,6 +1157,7 @@ MUTATIONS = [
     # each cluster's own first query tile; P^T, dS^T by stmatrix .trans
     "start_per_rank",     # the first tile from the block's x: the blocks of a cluster differ
     "no_wrap",            # positions past the last tile not wrapped to the first ones
+    "span_whole_group",   # the starts spread over the group's query tiles, not a head's
     "stmatrix_no_trans",  # stmatrix without .trans: the fragment's rows as memory rows
 ]
 # Changes that must stay harmless, checked like the mutations but expected to pass:
@@ -1178,10 +1184,12 @@ BASE = [
     (200, 64, 1, 1, 70, 64, 0, 0, True),     # DQ 64: one panel, D ends inside the last quarter
     (72, 64, 1, 2, 40, 60, 2, 0, False),     # DQ 32: the last quarter wholly past D; top-left
     (320, 32, 1, 1, 50, 40, 0, 1, False),    # transposed at D 320: DQ 128 (padded to 512)
+    (64, 64, 1, 2, 128, 200, 1, 3, False),   # GQA: the starts span one q head's tiles
 ]
 # (BASE index, xbuf): D 1024 keeps the row-major dq_accum under the mutations, 512 with a skipped
-# tile and 64 with ex != t the tiled one; 320 (bc 64) a quarter of two panels, the last partial
-QUICK = [(0, 2), (1, 1), (2, 1), (3, 2), (5, 1), (6, 1), (6, 2), (9, 2)]
+# tile and 64 with ex != t the tiled one; 320 (bc 64) a quarter of two panels, the last partial;
+# the GQA case of two whole-tile heads the span of the starts
+QUICK = [(0, 2), (1, 1), (2, 1), (3, 2), (5, 1), (6, 1), (6, 2), (9, 2), (14, 2)]
 
 
 def cases(quick):
