@@ -20,6 +20,7 @@
 //   FFPA_D       head dim (a multiple of 8, at most 1024)
 //   FFPA_KB      keys of a tile: 16, 32 or 64
 //   FFPA_STAGES  tiles in flight: 2 or 3
+//   FFPA_BLOCKS  blocks an SM the registers are budgeted for (launch bounds): 1 to 3, 0 = by D
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh
 //
 // Per tile (256 threads, 8 warps):
@@ -54,8 +55,10 @@ constexpr int KO = KB / 8;                 // key octets of a tile
 constexpr int NRG = NT / 32 / KO;          // row groups of S and dP (warps of a key octet)
 constexpr int RJ = R / NRG;                // rows of a thread in S and dP
 constexpr int QS = (R * G + NT - 1) / NT;  // (row, granule) pairs of dQ a thread holds at most
-// Two blocks an SM at D <= 512 (128 registers a thread); one (8 warps) above.
-constexpr int MIN_BLOCKS = D <= 512 ? 2 : 1;
+// By D: two blocks an SM at D <= 512 (128 registers a thread), one (8 warps) above. Three (85
+// registers) put a third block's warps beside the two whose barriers stall the SM (ncu: the
+// block barrier is 39 % of the cycles between issues with two).
+constexpr int MIN_BLOCKS = FFPA_BLOCKS ? FFPA_BLOCKS : D <= 512 ? 2 : 1;
 constexpr float LOG2E = 1.4426950408889634f;
 #define POS_INF __int_as_float(0x7f800000u)
 

@@ -160,6 +160,18 @@ TEST_CASE("bwd-decode: every kb, stages and splits that fit", "[gpu]") {
         }
 }
 
+TEST_CASE("bwd-decode: three blocks an SM (blocks = 3, 85 registers), D up to 512", "[gpu]") {
+  if (!ampere_or_later()) return;
+  for (int D : {64, 320, 512})
+    for (int stages : {2, 3}) {
+      const bwd_decode::Config c{16, stages, 0, 3};
+      expect_close(make(2, 8, 4, 2, 257, D), c);
+      Problem causal = make(1, 4, 4, 1, 3001, D, Dtype::fp16);
+      causal.causal = Causal::bottom_right;
+      expect_close(causal, c);
+    }
+}
+
 TEST_CASE("bwd-decode: the variant through AttnTensors passes the runner's FA3-rule check",
           "[gpu]") {
   if (!ampere_or_later()) return;

@@ -73,6 +73,12 @@ TEST_CASE("bwd-decode configurations compile without spills", "[nvrtc][bwd-decod
           q.bias = BiasKind::full;
           compile_clean(c, bwd::Features::of(q), arch);
         }
+      // Three blocks an SM (85 registers) with 16-key tiles, up to D = 512, plain and causal.
+      if (D <= 512)
+        for (int stages : {2, 3})
+          for (Causal causal : {Causal::none, Causal::bottom_right})
+            compile_clean(bwd_decode::Config{16, stages, 0, 3},
+                          bwd::Features::of(decode_problem(D, causal)), arch);
     }
 }
 
@@ -102,6 +108,16 @@ TEST_CASE("bwd-decode configuration checks and support surface", "[bwd-decode]")
   CHECK_THAT(bwd_decode::check(c, 512, smem).reason, Catch::Contains("shared memory"));
   c.kb = 48;
   CHECK_THAT(bwd_decode::check(c, 512, smem).reason, Catch::Contains("kb is 16, 32 or 64"));
+  c = bwd_decode::Config{};
+  c.blocks = 4;
+  CHECK_THAT(bwd_decode::check(c, 512, smem).reason,
+             Catch::Contains("blocks is 0 (by D), 1, 2 or 3"));
+  c.blocks = 3;
+  CHECK(bwd_decode::check(c, 512, smem).ok());
+  // blocks is the kernel's (its launch bounds): a macro, one cubin each.
+  const bwd::Features f512 = bwd::Features::of(decode_problem(512));
+  CHECK(bwd_decode::nvrtc_options(c, f512) !=
+        bwd_decode::nvrtc_options(bwd_decode::Config{}, f512));
   c = bwd_decode::Config{};
   c.splits = -1;
   CHECK_THAT(bwd_decode::check(c, 512, smem).reason, Catch::Contains("splits"));

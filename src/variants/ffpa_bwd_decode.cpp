@@ -14,8 +14,10 @@
 namespace ffpa::bwd_decode {
 using namespace ffpa_family;
 
-constexpr Knob<Config> kKnobs[] = {
-    {"kb", &Config::kb}, {"stages", &Config::stages}, {"splits", &Config::splits, false}};
+constexpr Knob<Config> kKnobs[] = {{"kb", &Config::kb},
+                                   {"stages", &Config::stages},
+                                   {"splits", &Config::splits, false},
+                                   {"blocks", &Config::blocks}};
 
 Support problem_check(const Problem& pr) {
   const auto& s = pr.shape;
@@ -83,13 +85,14 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.kb != 16 && c.kb != 32 && c.kb != 64) return Support::no("kb is 16, 32 or 64");
   if (c.stages != 2 && c.stages != 3) return Support::no("stages is 2 or 3");
   if (c.splits < 0) return Support::no("splits is 0 (auto) or a count of blocks");
+  if (c.blocks < 0 || c.blocks > 3) return Support::no("blocks is 0 (by D), 1, 2 or 3");
   // dQ of a thread's (row, granule) pairs (16 x D / 8 / 256, 8 floats each), S and dP of its
   // rows (at most 16 each) and the granules of one key: at most ~128 at D = 512.
   return check_resources(smem_bytes(c, D), smem_limit, Config::threads(), 128);
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
-  std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_KB
+  std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_KB, FFPA_STAGES, FFPA_BLOCKS
   const std::vector<std::string> fd = f.defines();
   o.insert(o.end(), fd.begin(), fd.end());
   return o;

@@ -25,6 +25,9 @@ struct Config {
   int kb = 16;     // keys of a tile: 16, 32 or 64
   int stages = 2;  // tiles in flight (cp.async stages): 2 or 3
   int splits = 0;  // blocks a (kv head, batch): 0 = auto_splits, else at most one a tile
+  // Blocks an SM the kernel's registers are budgeted for (its launch bounds): 1 to 3, 0 = by D
+  // (2 up to D = 512, else 1). 3 trades registers (at most 85) for a third block's warps.
+  int blocks = 0;
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
