@@ -391,23 +391,17 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) {
             if ((g * PPG + pp) * 64 + kk * 16 >= DQ) continue;  // past the quarter
-            const bool first = g == 0 && pp == 0 && kk == 0;
-            if (with_s) {
-              const u64 dq_ = desc_k(sq + pp * Q_PANEL + kk * 32);
-              const u64 dk_ = desc_k(sk + pp * KV_PANEL + kk * 32);
-              if (first)
-                wgmma_first<0, 0>(s, dq_, dk_);
+            // acc (+)= A B^T over the k16 step: A = Q or dO, B = K or V.
+            auto mma = [&](float(&acc)[NN][4], u32 a, u32 b) {
+              const u64 da = desc_k(a + pp * Q_PANEL + kk * 32);
+              const u64 db = desc_k(b + pp * KV_PANEL + kk * 32);
+              if (g == 0 && pp == 0 && kk == 0)
+                wgmma_first<0, 0>(acc, da, db);
               else
-                wgmma<0, 0>(s, dq_, dk_);
-            }
-            if (with_dp) {
-              const u64 do_ = desc_k(so + pp * Q_PANEL + kk * 32);
-              const u64 dv_ = desc_k(sv + pp * KV_PANEL + kk * 32);
-              if (first)
-                wgmma_first<0, 0>(dp, do_, dv_);
-              else
-                wgmma<0, 0>(dp, do_, dv_);
-            }
+                wgmma<0, 0>(acc, da, db);
+            };
+            if (with_s) mma(s, sq, sk);
+            if (with_dp) mma(dp, so, sv);
           }
       };
       wgmma_fence();
@@ -429,14 +423,14 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     // positions) and adds the other's h = w partials; the slots hold the S half of the buffer,
     // then the dP half, two n8 groups a float4. Selects, not indexing by wg: the arrays stay in
     // registers.
-    auto hand_over = [&](float4* x, const float (&a)[NN][4]) {
+    auto hand_over = [&](float4* x, const float(&a)[NN][4]) {
 #pragma unroll
       for (int n = 0; n < NN; n += 2)
         x[(wg * NN / 2 + n / 2) * 128 + t128] =
             wg ? make_float4(a[n][0], a[n][1], a[n + 1][0], a[n + 1][1])
                : make_float4(a[n][2], a[n][3], a[n + 1][2], a[n + 1][3]);
     };
-    auto take_over = [&](const float4* x, const float (&a)[NN][4], float (&m)[NN][2]) {
+    auto take_over = [&](const float4* x, const float(&a)[NN][4], float(&m)[NN][2]) {
 #pragma unroll
       for (int n = 0; n < NN; n += 2) {
         const float4 v = x[((1 - wg) * NN / 2 + n / 2) * 128 + t128];
@@ -453,7 +447,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     const u32 bar_s = full + par * 8, bar_d = full + 16 + par * 8;
     const u32 bar_s_peer = full_peer + par * 8, bar_d_peer = full_peer + 16 + par * 8;
     const u32 xs_peer = xpeer + xr * X_SLOTS * 16, xd_peer = xs_peer + X_SLOTS * 8;
-    auto send = [&](u32 dst, const float (&m)[NN][2], u32 bar_peer) {
+    auto send = [&](u32 dst, const float(&m)[NN][2], u32 bar_peer) {
 #pragma unroll
       for (int n = 0; n < NN; n += 2)
         st_async4(dst + n / 2 * 128 * 16, m[n][0], m[n][1], m[n + 1][0], m[n + 1][1], bar_peer);
@@ -602,7 +596,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
 #pragma unroll
         for (int e = 0; e < 2; ++e) colsum[n][e] += ds[e];
 #elif FFPA_DBIAS >= 2
-          // Both blocks hold the same dS: rank 0 adds it.
+        // Both blocks hold the same dS: rank 0 adds it.
 #pragma unroll
         for (int e = 0; e < 2; ++e)
           if (rank == 0 && r >= 0 && n * 8 + e < kv_lim)

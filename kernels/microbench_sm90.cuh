@@ -79,9 +79,8 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_mb::
   cluster_sync();  // neither block exits while the other may still store into it
 }
 
-extern "C" __global__ void __launch_bounds__(256) mb_stream_kernel(const float4* src, float4* dst,
-                                                                   long long n, int mode,
-                                                                   float* sink) {
+extern "C" __global__ void __launch_bounds__(256)
+    mb_stream_kernel(const float4* src, float4* dst, long long n, int mode, float* sink) {
   // Four independent 16-byte accesses a thread in flight per step: enough bytes in flight to
   // cover the HBM latency with 8 blocks an SM.
   constexpr int U = 4;
@@ -109,8 +108,8 @@ extern "C" __global__ void __launch_bounds__(256) mb_stream_kernel(const float4*
       float4 v[U];
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        v[u] = i + u * stride < half ? __ldcs(src + i + u * stride)
-                                     : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[u] =
+            i + u * stride < half ? __ldcs(src + i + u * stride) : make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
       for (int u = 0; u < U; ++u)
         if (i + u * stride < half) __stcs(dst + i + u * stride, v[u]);

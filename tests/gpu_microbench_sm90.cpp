@@ -87,8 +87,8 @@ double run_stream(int mode, size_t bytes, int reps) {
   for (int r = 0; r <= reps; ++r) {
     gpu::Event start, stop;
     FFPA_CUDA(cudaEventRecord(start.get()));
-    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(blocks), dim3(threads),
-                               args, 0, nullptr));
+    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(blocks), dim3(threads), args,
+                               0, nullptr));
     FFPA_CUDA(cudaEventRecord(stop.get()));
     FFPA_CUDA(cudaEventSynchronize(stop.get()));
     if (r > 0) best = std::min(best, static_cast<double>(stop.since(start)));

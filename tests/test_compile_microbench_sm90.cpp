@@ -8,7 +8,8 @@
 
 using namespace ffpa;
 
-TEST_CASE("microbench: the exchange and stream kernels compile for sm_90a without spills", "[compile]") {
+TEST_CASE("microbench: the exchange and stream kernels compile for sm_90a without spills",
+          "[compile]") {
   for (int nv : {1, 2, 4, 8, 16}) {
     const nvrtc::Compiled c =
         nvrtc::compile("microbench_sm90.cuh", {"-DFFPA_MB_NV=" + std::to_string(nv)}, "sm_90a");
