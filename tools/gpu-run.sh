@@ -4,6 +4,10 @@
 #   tools/gpu-run.sh tests [WHICH [FILTER]]  GPU test binaries: WHICH = all or a comma list
 #                                            (ffpa_bwd,cudnn), FILTER = Catch test filter
 #   tools/gpu-run.sh bench NAME ARGS...     ffpa-bench ARGS, results under $OUT/NAME
+#   tools/gpu-run.sh ab NAME ARGS...        alternated A/B: BENCH_BASE (a baseline ffpa-bench
+#                                            staged beside) and the staged one run ARGS in turn,
+#                                            AB_PAIRS times (default 2): NAME/base-I, NAME/new-I,
+#                                            and `compare` of each pair in NAME/compare-I.md
 # Several steps can be chained: tools/gpu-run.sh tests -- bench smoke --config configs/smoke.json
 # Logs and results go under $OUT (default gpu-out/), one NAME.tgz per bench, to be copied back.
 # Benches share the tuning cache $OUT/tuning.json, seeded from .stage/tuning.json when present.
@@ -11,7 +15,7 @@
 # finished rows and its tuning cache are kept. BENCH names another ffpa-bench binary (an experiment
 # build staged beside the normal one).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 BIN=${BIN:-.stage}
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
@@ -51,6 +55,27 @@ while [ $# -gt 0 ]; do
       # One archive per run (results, stdout, log): one file to copy back.
       tar -czf "$OUT/$name.tgz" -C "$OUT" "$name" "$name.stdout" "$name.log" &&
         rm -rf "${OUT:?}/$name" "$OUT/$name.stdout" "$OUT/$name.log" ;;
+    ab)
+      # Alternation puts the machine's drift (clocks, temperature, other tenants) on both sides;
+      # each side keeps its own tuning cache, so that neither runs the other's choice.
+      name=${args[0]}; args=("${args[@]:1}")
+      base_bin=${BENCH_BASE:?ab needs BENCH_BASE: the baseline ffpa-bench binary}
+      new_bin=${BENCH:-$BIN/ffpa-bench}
+      mkdir -p "$OUT/$name"
+      for i in $(seq 1 "${AB_PAIRS:-2}"); do
+        for side in base new; do
+          bin=$new_bin; [ "$side" = base ] && bin=$base_bin
+          echo "== $side-$i: $bin ${args[*]}"
+          timeout -s "${BENCH_SIGNAL:-TERM}" "${BENCH_TIMEOUT:-3600}" "$bin" "${args[@]}" \
+            --out "$OUT/$name/$side-$i" --tuning-cache "$OUT/$name/tuning-$side.json" \
+            >"$OUT/$name/$side-$i.stdout" 2>"$OUT/$name/$side-$i.log" || rc=1
+        done
+        # The verdict is the reading, not the step's status: a slower NEW is a result too.
+        "$new_bin" compare --threshold "${AB_THRESHOLD:-1}" "$OUT/$name/base-$i/"*_results.json \
+          "$OUT/$name/new-$i/"*_results.json >"$OUT/$name/compare-$i.md" 2>&1
+        grep -E '^\*\*Result|^\| ' "$OUT/$name/compare-$i.md"
+      done
+      tar -czf "$OUT/$name.tgz" -C "$OUT" "$name" && rm -rf "${OUT:?}/$name" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done
