@@ -4,13 +4,30 @@
 # arguments of that run; none: the default matrix), and copies the binaries and the packed cache
 # into .stage/ (git-ignored). Copy the tree with .stage/ to the GPU machine and run tools/gpu-run.sh
 # there. Usage: tools/stage.sh [FFPA-BENCH ARGS...]
+# STAGE_BASE=REV also stages REV's ffpa-bench as .stage/ffpa-bench-base, with its kernels of the
+# run in the same cache: the baseline of `tools/gpu-run.sh ab` (built in build-base/, a worktree
+# of its own, kept between stagings so that a new REV rebuilds only what changed).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 BUILD_DIR=build-dev FFPA_CUDA_ARCHS=90a tools/build.sh >/dev/null
 rm -rf .stage && mkdir -p .stage/cache
 cp build-dev/ffpa-bench .stage/
+if [ -n "${STAGE_BASE:-}" ]; then
+  rev=$(git rev-parse --verify "$STAGE_BASE^{commit}")
+  if [ -d build-base/src ]; then
+    git -C build-base/src checkout -q --detach "$rev"
+  else
+    git worktree prune
+    git worktree add -q --detach build-base/src "$rev"
+  fi
+  (cd build-base/src && BUILD_DIR=../build FFPA_CUDA_ARCHS=90a BUILD_TARGET=ffpa-bench \
+    tools/build.sh >/dev/null)
+  cp build-base/build/ffpa-bench .stage/ffpa-bench-base
+  XDG_CACHE_HOME=$PWD/.stage/cache .stage/ffpa-bench-base "$@" --compile-only sm_90a \
+    --tuning-cache .stage/cache/no-tuning.json >/dev/null
+fi
 find build-dev/tests -maxdepth 1 -name "gpu_*" -type f -executable -exec cp {} .stage/ \;
-strip .stage/ffpa-bench .stage/gpu_* 2>/dev/null || true
+strip .stage/ffpa-bench* .stage/gpu_* 2>/dev/null || true
 # The GPU machine has the CUDA toolkit and cuDNN but not every library we link (Cairo for the
 # charts): carry the rest; tools/gpu-run.sh puts .stage/lib on the library path.
 mkdir -p .stage/lib
