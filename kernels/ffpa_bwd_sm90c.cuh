@@ -532,16 +532,21 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       row_of(row, r, hq);
       const int causal_lim = r + diag - key0;  // columns past it are masked
       const int kv_lim = f.Nkv - key0;
+      // The other block's sums of a half into m: x is this thread's first slot of the half in
+      // buffer xr, where send() stored them.
+      auto add_received = [&](const float4* x, float(&m)[NN][2]) {
+#pragma unroll
+        for (int n = 0; n < NN; n += 2) {
+          const float4 v = x[n / 2 * 128];
+          m[n][0] += v.x;
+          m[n][1] += v.y;
+          m[n + 1][0] += v.z;
+          m[n + 1][1] += v.w;
+        }
+      };
       const float4* const xs = xbuf + xr * X_SLOTS + wg * NN / 2 * 128 + t128;
       mbar_wait_cluster(bar_s, (ex >> 1) & 1);
-#pragma unroll
-      for (int n = 0; n < NN; n += 2) {
-        const float4 v = xs[n / 2 * 128];
-        sm[n][0] += v.x;
-        sm[n][1] += v.y;
-        sm[n + 1][0] += v.z;
-        sm[n + 1][1] += v.w;
-      }
+      add_received(xs, sm);
 #if FFPA_DBIAS >= 2
       const long long boff =
           b * f.bias_batch_stride + hq * f.bias_head_stride + max(r, 0) * f.bias_row_stride + key0;
@@ -566,14 +571,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
 #if FFPA_DROPOUT
       keep |= keep_in[(XB == 2 ? par : 0) * NT + tid];
 #endif
-#pragma unroll
-      for (int n = 0; n < NN; n += 2) {
-        const float4 v = xs[X_SLOTS / 2 + n / 2 * 128];
-        dm[n][0] += v.x;
-        dm[n][1] += v.y;
-        dm[n + 1][0] += v.z;
-        dm[n + 1][1] += v.w;
-      }
+      add_received(xs + X_SLOTS / 2, dm);
       u32 pp4[4], ds4[4];  // packed Pd and dS of four n8 groups (bf16 / fp16 pairs)
 #pragma unroll
       for (int n = 0; n < NN; ++n) {
