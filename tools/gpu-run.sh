@@ -27,6 +27,14 @@ mkdir -p "$XDG_CACHE_HOME"
 [ -f "$BIN/tuning.json" ] && cp "$BIN/tuning.json" "$OUT/tuning.json"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
   --format=csv >"$OUT/nvidia-smi.csv" 2>&1
+# One ffpa-bench run under BENCH_TIMEOUT: BINARY OUT_DIR TUNING_CACHE LOG_PREFIX ARGS... (stdout
+# and stderr into LOG_PREFIX.stdout and .log); returns the run's status.
+run_bench() {
+  local bin=$1 out=$2 cache=$3 logs=$4
+  shift 4
+  timeout -s "${BENCH_SIGNAL:-TERM}" "${BENCH_TIMEOUT:-3600}" "$bin" "$@" --out "$out" \
+    --tuning-cache "$cache" >"$logs.stdout" 2>"$logs.log"
+}
 rc=0
 while [ $# -gt 0 ]; do
   step=$1; shift
@@ -47,9 +55,8 @@ while [ $# -gt 0 ]; do
     bench)
       name=${args[0]}; args=("${args[@]:1}")
       echo "== ffpa-bench ${args[*]} (results in $name/)"
-      timeout -s "${BENCH_SIGNAL:-TERM}" "${BENCH_TIMEOUT:-3600}" "${BENCH:-$BIN/ffpa-bench}" \
-        "${args[@]}" --out "$OUT/$name" --tuning-cache "$OUT/tuning.json" \
-        >"$OUT/$name.stdout" 2>"$OUT/$name.log"
+      run_bench "${BENCH:-$BIN/ffpa-bench}" "$OUT/$name" "$OUT/tuning.json" "$OUT/$name" \
+        "${args[@]}"
       r=$?; [ $r -eq 0 ] || rc=1
       echo "exit $r"; tail -n 40 "$OUT/$name.stdout"
       # One archive per run (results, stdout, log): one file to copy back.
@@ -66,9 +73,8 @@ while [ $# -gt 0 ]; do
         for side in base new; do
           bin=$new_bin; [ "$side" = base ] && bin=$base_bin
           echo "== $side-$i: $bin ${args[*]}"
-          timeout -s "${BENCH_SIGNAL:-TERM}" "${BENCH_TIMEOUT:-3600}" "$bin" "${args[@]}" \
-            --out "$OUT/$name/$side-$i" --tuning-cache "$OUT/$name/tuning-$side.json" \
-            >"$OUT/$name/$side-$i.stdout" 2>"$OUT/$name/$side-$i.log" || rc=1
+          run_bench "$bin" "$OUT/$name/$side-$i" "$OUT/$name/tuning-$side.json" \
+            "$OUT/$name/$side-$i" "${args[@]}" || rc=1
         done
         # The verdict is the reading, not the step's status: a slower NEW is a result too.
         "$new_bin" compare --threshold "${AB_THRESHOLD:-1}" "$OUT/$name/base-$i/"*_results.json \

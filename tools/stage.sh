@@ -23,8 +23,6 @@ if [ -n "${STAGE_BASE:-}" ]; then
   (cd build-base/src && BUILD_DIR=../build FFPA_CUDA_ARCHS=90a BUILD_TARGET=ffpa-bench \
     tools/build.sh >/dev/null)
   cp build-base/build/ffpa-bench .stage/ffpa-bench-base
-  XDG_CACHE_HOME=$PWD/.stage/cache .stage/ffpa-bench-base "$@" --compile-only sm_90a \
-    --tuning-cache .stage/cache/no-tuning.json >/dev/null
 fi
 find build-dev/tests -maxdepth 1 -name "gpu_*" -type f -executable -exec cp {} .stage/ \;
 strip .stage/ffpa-bench* .stage/gpu_* 2>/dev/null || true
@@ -34,8 +32,10 @@ mkdir -p .stage/lib
 ldd .stage/ffpa-bench | awk '/=> \// {print $3}' |
   grep -v -E '/lib(c|m|stdc\+\+|gcc_s|pthread|dl|rt|cuda|cudnn[^/]*|nvrtc[^/]*|cublas[^/]*|cudart)\.so' |
   xargs -r cp -L -t .stage/lib/
-XDG_CACHE_HOME=$PWD/.stage/cache build-dev/ffpa-bench "$@" --compile-only sm_90a \
-  --tuning-cache .stage/cache/no-tuning.json >/dev/null
+for bench in build-dev/ffpa-bench ${STAGE_BASE:+.stage/ffpa-bench-base}; do
+  XDG_CACHE_HOME=$PWD/.stage/cache $bench "$@" --compile-only sm_90a \
+    --tuning-cache .stage/cache/no-tuning.json >/dev/null
+done
 rm -f .stage/cache/no-tuning.json
 # Cubins compress ~10x: the transfer to the GPU machine is limited to tens of MiB.
 tar -cJf .stage/cubins.tar.xz -C .stage/cache ffpa-bench && rm -rf .stage/cache
