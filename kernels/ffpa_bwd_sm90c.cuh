@@ -103,7 +103,7 @@ constexpr int XB = FFPA_XBUF;
 constexpr int DQL = FFPA_DQLAG;
 constexpr int NPE = NP - DQL;          // dQ chunks of a warpgroup reduced within their own tile
 constexpr int X_SLOTS = 2 * NN * 128;  // float4 slots of an exchange buffer
-constexpr int ROW_BYTES = BR * 8;      // row table of a tile: lse * log2(e), delta
+constexpr int ROW_BYTES = BR * 8;      // row table of a tile: lse, delta
 // Bytes the other block's exchange stores deliver per query tile on each of its two mbarriers:
 // S's sums, NN / 2 float4 a thread; dP's sums likewise (and one word of keep bits with dropout).
 constexpr u32 XS_BYTES = NT * NN * 8;
@@ -177,7 +177,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   const u32 sSt = sK + LAYOUT.st;
   float4* xbuf = reinterpret_cast<float4*>(smem + LAYOUT.x);
   // Row tables of two consecutive query tiles (the next one is staged while dQ of this one is
-  // still reduced): per row lse * log2(e) (+inf: no gradient) and delta.
+  // still reduced): per row lse and delta.
   unsigned char* rows_base = smem + LAYOUT.rows;
   // Dropout: the keep bits the other block drew for this thread's row (slot tid).
   u32* keep_in = reinterpret_cast<u32*>(smem + LAYOUT.keep);
@@ -240,19 +240,6 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   const u16* ob = static_cast<const u16*>(p.dout) + b * p.do_batch_stride;
   auto stage = [&](int t, int par) {
     const int m0 = t * BR;
-    if (tid < BR) {
-      const int i = m0 + tid;
-      float l = POS_INF, dl = 0.f;
-      if (i < rows_total) {
-        const long long lrow = ((long long)b * f.Hq + kvh * f.group + i / f.Nq) * f.Nq + i % f.Nq;
-        const float x = f.lse[lrow];
-        if (x != NEG_INF) l = x * LOG2E;  // a row that sees no key has no gradient
-        dl = p.delta[lrow];
-      }
-      float* rt = reinterpret_cast<float*>(rows_base + par * ROW_BYTES);
-      rt[tid] = l;
-      rt[BR + tid] = dl;
-    }
     // A thread loads the same RPT rows and granule column of every panel: their sources are
     // computed once per tile (ffpa_bwd_sm90.cuh: a division per granule cost 30 %).
     constexpr int RPT = BR * 8 / NT;
@@ -272,6 +259,22 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
 #pragma unroll
         for (int j = 0; j < RPT; ++j)
           qdo_gran(src[j], sQ, sO, (tid >> 3) + j * (NT / 8), lc, cbase + (q / PPG) * DQ + qc);
+      }
+      // The row table, in the last group: a plain load stalled warps 0 and 1 for its latency
+      // before their Q/dO copies, and the block's next barrier with them (ncu: ~2 % of the
+      // samples on its first use, more in the barrier's wait). lse is converted where it is read.
+      if (g == NG - 1 && tid < BR) {
+        const int i = m0 + tid;
+        const u32 rt = smem_u32(rows_base + par * ROW_BYTES) + tid * 4;
+        if (i < rows_total) {
+          const long long lrow = ((long long)b * f.Hq + kvh * f.group + i / f.Nq) * f.Nq + i % f.Nq;
+          cp_async4(rt, f.lse + lrow);
+          cp_async4(rt + BR * 4, p.delta + lrow);
+        } else {
+          float* r = reinterpret_cast<float*>(rows_base + par * ROW_BYTES);
+          r[tid] = NEG_INF;  // past the last row: no gradient, as for a row that sees no key
+          r[BR + tid] = 0.f;
+        }
       }
       cp_async_commit();
     }
@@ -527,7 +530,8 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     // needs only S: it is computed while dP's sums travel.
     {
       const int row = wq * 16 + (lane >> 2) + wg * 8;
-      const float l = rt[row], dl = rt[BR + row];
+      // lse * log2(e); +inf (P = 0) for a row that sees no key: it has no gradient.
+      const float lse = rt[row], l = lse == NEG_INF ? POS_INF : lse * LOG2E, dl = rt[BR + row];
       int r, hq;
       row_of(row, r, hq);
       const int causal_lim = r + diag - key0;  // columns past it are masked

@@ -15,7 +15,7 @@ struct BwdSm90c {
   int q, o;    // the block's half of Q and dO: 64 rows x dp / 2
   int pt, st;  // P^T (then dS^T) and S^T: bc x 64 each
   int x;       // exchange buffers (xbuf of them): S, then dP: [warpgroup][n8 pair][thread] float4
-  int rows;    // row tables of two query tiles: lse * log2(e) and delta per row
+  int rows;    // row tables of two query tiles: lse and delta per row
   int keep;    // dropout keep bits from the other block, one word a thread (xbuf sets)
   int full;    // four mbarriers: the other block's S or dP stores of a tile parity have landed
   int bytes;   // dynamic shared memory of a launch, with the alignment slack

@@ -33,6 +33,10 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid)
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(valid ? 16 : 0));
 }
+// 4 bytes, for small tables that would otherwise be a load whose latency stalls the thread.
+__device__ __forceinline__ void cp_async4(u32 dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+}
 // A barrier over `threads` threads (a multiple of 32) of the block, with id 1..15 (0 is
 // __syncthreads).
 __device__ __forceinline__ void named_sync(int id, int threads) {

@@ -18,7 +18,15 @@
 // thread), mode 1 writes them, mode 2 copies src to dst (half the float4 each way, the decode
 // kernel's mix). Does a stream that mixes reads and writes lose bandwidth against pure phases?
 // FFPA_MB_NV is unused by it (the same module serves both kernels).
-#pragma once
+//
+// mb_reduce_kernel: fp32 reductions into L2 the way ffpa-bwd-sm90c adds dQ (64 KB a block and
+// query tile at D = 512, into rows other blocks add to as well). Every iteration a block adds
+// 64 KB into tile (block + iteration) mod `tiles` of dst: mode 0 by red.global.add.v4.f32 with a
+// warp's 32 lanes on 512 contiguous bytes (the kernel's fragment order), mode 1 by
+// cp.reduce.async.bulk from shared memory (`chunk` bytes an operation, issued by one lane of
+// each warp), mode 2 by plain 16-byte stores (the write traffic alone, no addition), mode 3 by
+// red.global.add.v4.f32 with each lane on lines of its own (as mb_exchange_kernel's red = 1).
+// Which way of adding is cheapest a byte, and is any near the store rate?
 
 #include "tma.cuh"
 
@@ -116,4 +124,56 @@ extern "C" __global__ void __launch_bounds__(256)
     }
   }
   sink[first] = acc;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    mb_reduce_kernel(float4* dst, int tiles, int iters, int mode, int chunk, long long* cycles) {
+  constexpr int TILE = 4096;  // float4 a tile: 64 KB
+  extern __shared__ __align__(128) float4 src[];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  for (int i = tid; i < TILE; i += 256) src[i] = make_float4(1.f, 1.f, 1.f, 1.f);
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+  const float4 v = make_float4(1.f, 1.f, 1.f, 1.f);
+  const long long t0 = clock64();
+  for (int it = 0; it < iters; ++it) {
+    float4* t = dst + (long long)((blockIdx.x + it) % tiles) * TILE;
+    if (mode == 1) {
+      if (lane == 0) {
+        const int per_warp = TILE * 16 / 8;  // bytes
+        for (int o = 0; o < per_warp; o += chunk) {
+          const int byte = warp * per_warp + o;
+          asm volatile(
+              "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+                  reinterpret_cast<char*>(t) + byte),
+              "r"(ffpa_dev::smem_u32(src) + byte), "r"(chunk)
+              : "memory");
+        }
+        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+        // The source is never rewritten: only bound the operations in flight.
+        asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
+      }
+    } else if (mode == 3) {
+#pragma unroll 4
+      for (int j = 0; j < TILE / 256; ++j)
+        asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(t + tid * 16 + j),
+                     "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                     : "memory");
+    } else {
+#pragma unroll 4
+      for (int j = 0; j < TILE / 256; ++j) {
+        float4* a = t + j * 256 + tid;
+        if (mode == 0)
+          asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(a), "f"(v.x),
+                       "f"(v.y), "f"(v.z), "f"(v.w)
+                       : "memory");
+        else
+          *a = v;
+      }
+    }
+  }
+  if (mode == 1 && lane == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+  __syncthreads();
+  const long long t1 = clock64();
+  if (tid == 0) cycles[blockIdx.x] = (t1 - t0) / (iters > 0 ? iters : 1);
 }

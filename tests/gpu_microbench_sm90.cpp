@@ -1,7 +1,8 @@
 // Microbenchmarks behind the Hopper kernels' design (kernels/microbench_sm90.cuh,
 // docs/notes/microbench.md). The default case checks that the exchange kernel runs on clusters
 // and that an exchange takes time; "[bench]" prints cycles per exchange over payloads and
-// amounts of overlapping work. Needs an sm_90 GPU: elsewhere every case warns and returns.
+// amounts of overlapping work, HBM streaming and L2 reduction rates. Needs an sm_90 GPU: elsewhere
+// every case warns and returns.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -97,7 +98,95 @@ double run_stream(int mode, size_t bytes, int reps) {
   return static_cast<double>(n) * 16 / (best * 1e-3) / 1e9;
 }
 
+struct Reduce {
+  double gbs = 0;            // bytes added / time, every SM at once
+  double bytes_per_cyc = 0;  // a block's 64 KB / its median cycles an iteration
+};
+
+// L2 reductions (mb_reduce_kernel): one block an SM, `iters` tiles of 64 KB each into a buffer
+// of `tiles` tiles, by `mode` (0 red.v4 coalesced, 1 bulk reduce of `chunk` bytes, 2 stores,
+// 3 red.v4 a lane's own lines); the best of `reps` event-timed launches after a warm-up.
+Reduce run_reduce(int mode, int chunk, int tiles, int iters, int reps) {
+  const nvrtc::Compiled comp = nvrtc::compile("microbench_sm90.cuh", {"-DFFPA_MB_NV=1"}, "sm_90a");
+  const nvrtc::Library lib(comp.cubin);
+  const cudaKernel_t fn = lib.kernel("mb_reduce_kernel");
+  constexpr int tile_bytes = 64 << 10;
+  const int blocks = device().sm_count;
+  FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, tile_bytes));
+  gpu::DeviceBuffer dst(static_cast<size_t>(tiles) * tile_bytes);
+  gpu::DeviceBuffer cycles(blocks * sizeof(long long));
+  FFPA_CUDA(cudaMemset(dst.get(), 0, static_cast<size_t>(tiles) * tile_bytes));
+  float4* d = dst.as<float4>();
+  long long* c = cycles.as<long long>();
+  void* args[] = {&d, &tiles, &iters, &mode, &chunk, &c};
+  double best = 1e30;
+  for (int r = 0; r <= reps; ++r) {
+    gpu::Event start, stop;
+    FFPA_CUDA(cudaEventRecord(start.get()));
+    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(blocks), dim3(256), args,
+                               tile_bytes, nullptr));
+    FFPA_CUDA(cudaEventRecord(stop.get()));
+    FFPA_CUDA(cudaEventSynchronize(stop.get()));
+    if (r > 0) best = std::min(best, static_cast<double>(stop.since(start)));
+  }
+  std::vector<long long> h(blocks);
+  FFPA_CUDA(cudaMemcpy(h.data(), c, blocks * sizeof(long long), cudaMemcpyDeviceToHost));
+  std::sort(h.begin(), h.end());
+  const double bytes = static_cast<double>(blocks) * iters * tile_bytes;
+  return {bytes / (best * 1e-3) / 1e9, tile_bytes / static_cast<double>(h[h.size() / 2])};
+}
+
 }  // namespace
+
+TEST_CASE("microbench: the reduce kernel adds what it should", "[gpu]") {
+  if (!hopper()) return;
+  // Every mode but stores adds 1 to each float of a tile per visit: with tiles = blocks and
+  // iters = 3, every tile is visited 3 times.
+  const int blocks = device().sm_count;
+  for (int mode : {0, 1, 3}) {
+    const nvrtc::Compiled comp =
+        nvrtc::compile("microbench_sm90.cuh", {"-DFFPA_MB_NV=1"}, "sm_90a");
+    const nvrtc::Library lib(comp.cubin);
+    const cudaKernel_t fn = lib.kernel("mb_reduce_kernel");
+    FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 64 << 10));
+    const size_t bytes = static_cast<size_t>(blocks) * (64 << 10);
+    gpu::DeviceBuffer dst(bytes), cycles(blocks * sizeof(long long));
+    FFPA_CUDA(cudaMemset(dst.get(), 0, bytes));
+    float4* d = dst.as<float4>();
+    long long* c = cycles.as<long long>();
+    int tiles = blocks, iters = 3, chunk = 2048;
+    void* args[] = {&d, &tiles, &iters, &mode, &chunk, &c};
+    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(blocks), dim3(256), args,
+                               64 << 10, nullptr));
+    FFPA_CUDA(cudaDeviceSynchronize());
+    std::vector<float> h(bytes / 4);
+    FFPA_CUDA(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
+    const auto wrong = std::count_if(h.begin(), h.end(), [](float x) { return x != 3.f; });
+    INFO("mode " << mode);
+    CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("microbench: L2 reductions GB/s by way of adding", "[.][bench]") {
+  if (!hopper()) return;
+  std::printf("%-22s %-8s %-10s %-10s\n", "mode", "MiB", "GB/s", "B/cyc/SM");
+  const struct {
+    const char* name;
+    int mode, chunk;
+  } ways[] = {{"red.v4 coalesced", 0, 0},
+              {"bulk reduce 512 B", 1, 512},
+              {"bulk reduce 2 KB", 1, 2048},
+              {"bulk reduce 8 KB", 1, 8192},
+              {"stores", 2, 0},
+              {"red.v4 own lines", 3, 0}};
+  for (int tiles : {256, 2048})  // 16 MiB: L2-resident as dQ's rows; 128 MiB: past the L2
+    for (const auto& w : ways) {
+      const Reduce r = run_reduce(w.mode, w.chunk, tiles, 200, 5);
+      std::printf("%-22s %-8d %-10.0f %-10.1f\n", w.name, tiles / 16, r.gbs, r.bytes_per_cyc);
+    }
+}
 
 TEST_CASE("microbench: the stream kernel reads, writes and copies", "[gpu]") {
   if (!hopper()) return;

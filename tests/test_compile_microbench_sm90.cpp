@@ -8,7 +8,7 @@
 
 using namespace ffpa;
 
-TEST_CASE("microbench: the exchange and stream kernels compile for sm_90a without spills",
+TEST_CASE("microbench: the exchange, stream and reduce kernels compile for sm_90a without spills",
           "[compile]") {
   for (int nv : {1, 2, 4, 8, 16}) {
     const nvrtc::Compiled c =
@@ -19,5 +19,7 @@ TEST_CASE("microbench: the exchange and stream kernels compile for sm_90a withou
     CHECK(k.stack_bytes == 0);
     REQUIRE(c.info.count("mb_stream_kernel") == 1);
     CHECK(c.info.at("mb_stream_kernel").spill_stores == 0);
+    REQUIRE(c.info.count("mb_reduce_kernel") == 1);
+    CHECK(c.info.at("mb_reduce_kernel").spill_stores == 0);
   }
 }
