@@ -618,11 +618,9 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     fence_proxy_async();
     __syncthreads();  // P^T and dS^T of both warpgroups published
 
-    // dV and dK first, then dQ chunk 0: wait_group retires in order, so the next tile's Q/dO
-    // copies leave as soon as dV and dK have read Q and dO, ahead of chunk 0's reductions in the
-    // SM's queue to memory (issued first, those delayed the copies: ncu, the long-scoreboard
-    // stall on the first register the staging reuses).
+    // dQ chunk 0 first, so that its reduction overlaps dV and dK (wait_group retires in order).
     wgmma_fence();
+    dq_issue(0, 0);
     {
       const u32 so = opaque(sO + wg * NP * Q_PANEL), sq = opaque(sQ + wg * NP * Q_PANEL);
       const u32 pt = opaque(sPt), st = opaque(sSt);
@@ -639,15 +637,14 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
           }
       wgmma_commit();
     }
-    dq_issue(0, 0);
-    // dV and dK retired in both warpgroups: Q and dO are free for the next tile's loads.
     wgmma_wait<1>();
+    dq_reduce(0, 0, t);
+    // dV and dK retired in both warpgroups: Q and dO are free for the next tile's loads.
+    wgmma_wait<0>();
     __syncthreads();
     if (kn < ntile) stage(tile_at(kn), par ^ 1);
-    wgmma_wait<0>();
-    dq_reduce(0, 0, t);
-    // DQB = 2: chunk c + 1 is in flight while chunk c is reduced; its accumulator held chunk
-    // c - 1, reduced in the previous step (chunk 0 just after the staging).
+      // DQB = 2: chunk c + 1 is in flight while chunk c is reduced; its accumulator held chunk
+      // c - 1, reduced in the previous step (chunk 0 before the staging).
 #pragma unroll
     for (int c = 1; c < NPE; ++c) {
       const int bi = DQB == 2 ? c & 1 : 0;
