@@ -169,8 +169,8 @@ __device__ __forceinline__ u32 keep_pair_swap(u32 n, bool odd) {
 // places of keep_pair_swap are the rows h = 0, 1). g: stream position (offset + element) of this
 // lane's row h = lane & 1 at column 4 * ((lane >> 1) & 1) of slice 0.
 // The alignment test is hoisted out of the slices: aligned (o = 0: a dropout offset and Nkv that
-// are multiples of 4, every benchmark row) each slice is one Philox block, unrolled, with no
-// branch between them; otherwise (positions straddle two blocks) a rolled loop, so the rare case
+// are multiples of 4, every benchmark row) each slice is one Philox block, four unrolled (enough
+// independent blocks to fill the pipes), with no branch between them; otherwise (positions straddle two blocks) a rolled loop, so the rare case
 // adds two Philox blocks of code, not 2 NS (ncu on the forward's dropout row: instruction fetch
 // stalls 22 % of the samples, most after the per-slice branch of keep4). The nibbles are
 // gathered first and swapped between the lane pair after the branch (a shuffle must not sit in
@@ -182,7 +182,7 @@ __device__ __forceinline__ u32 dropout_keep_bits(unsigned long long seed, unsign
   const u32 o = (u32)g & 3;  // the same for every slice: they are 8 apart
   u32 nib = 0;
   if (o == 0) {
-#pragma unroll
+#pragma unroll 4
     for (int ns = 0; ns < NS; ++ns)
       nib |= kept_nibble(ffpa_philox_block(seed, (g >> 2) + ns * 2), kmin) << (ns * 4);
   } else {
