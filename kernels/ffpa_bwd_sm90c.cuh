@@ -424,43 +424,24 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     // Exchange in the block: warpgroup w finishes the accumulator rows of h = w. A thread hands
     // over its h = 1 - w partials (same warp and lane of the other warpgroup: the same
     // positions) and adds the other's h = w partials; the slots hold the S half of the buffer,
-    // then the dP half, two n8 groups a float4. A branch on the (warp-uniform) warpgroup, not
-    // selects or indexing by wg: the arrays stay in registers, and each half is stored as the
-    // accumulator's own register pairs (two 8-byte stores a float4 slot). With selects the
-    // staging copies reused registers that earlier stores had not read yet (ncu: short
-    // scoreboard stalls on them, ~4 % of the samples).
+    // then the dP half, two n8 groups a float4. Selects, not indexing by wg: the arrays stay in
+    // registers.
     auto hand_over = [&](float4* x, const float(&a)[NN][4]) {
-      float2* const y = reinterpret_cast<float2*>(x + (wg * NN / 2) * 128 + t128);
-      if (wg) {
 #pragma unroll
-        for (int n = 0; n < NN; n += 2) {
-          y[n / 2 * 256] = make_float2(a[n][0], a[n][1]);
-          y[n / 2 * 256 + 1] = make_float2(a[n + 1][0], a[n + 1][1]);
-        }
-      } else {
-#pragma unroll
-        for (int n = 0; n < NN; n += 2) {
-          y[n / 2 * 256] = make_float2(a[n][2], a[n][3]);
-          y[n / 2 * 256 + 1] = make_float2(a[n + 1][2], a[n + 1][3]);
-        }
-      }
+      for (int n = 0; n < NN; n += 2)
+        x[(wg * NN / 2 + n / 2) * 128 + t128] =
+            wg ? make_float4(a[n][0], a[n][1], a[n + 1][0], a[n + 1][1])
+               : make_float4(a[n][2], a[n][3], a[n + 1][2], a[n + 1][3]);
     };
     auto take_over = [&](const float4* x, const float(&a)[NN][4], float(&m)[NN][2]) {
-      const float4* const y = x + ((1 - wg) * NN / 2) * 128 + t128;
-      auto add = [&](int h) {
 #pragma unroll
-        for (int n = 0; n < NN; n += 2) {
-          const float4 v = y[n / 2 * 128];
-          m[n][0] = a[n][2 * h] + v.x;
-          m[n][1] = a[n][2 * h + 1] + v.y;
-          m[n + 1][0] = a[n + 1][2 * h] + v.z;
-          m[n + 1][1] = a[n + 1][2 * h + 1] + v.w;
-        }
-      };
-      if (wg)
-        add(1);
-      else
-        add(0);
+      for (int n = 0; n < NN; n += 2) {
+        const float4 v = x[((1 - wg) * NN / 2 + n / 2) * 128 + t128];
+        m[n][0] = (wg ? a[n][2] : a[n][0]) + v.x;
+        m[n][1] = (wg ? a[n][3] : a[n][1]) + v.y;
+        m[n + 1][0] = (wg ? a[n + 1][2] : a[n + 1][0]) + v.z;
+        m[n + 1][1] = (wg ? a[n + 1][3] : a[n + 1][1]) + v.w;
+      }
     };
     // Exchange in the cluster: each thread sends its sums to the same thread of the other block
     // (slots wg of buffer xr's S or dP half, read by it alone) with asynchronous stores that
