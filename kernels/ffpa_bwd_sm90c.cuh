@@ -101,16 +101,7 @@ constexpr int Q_PANEL = BR * 128;
 constexpr int DQB = FFPA_DQBUF;
 constexpr int XB = FFPA_XBUF;
 constexpr int DQL = FFPA_DQLAG;
-constexpr int NPE = NP - DQL;  // dQ chunks of a warpgroup reduced within their own tile
-// The k-th dQ chunk computed in a tile. A narrower last chunk (a quarter not a multiple of 64
-// columns: 80 = 64 + 16 at D = 320) goes first when none is deferred: the chunk reduced before
-// the next tile's staging is then the small one, so fewer reductions queue ahead of the
-// staging's copies (ncu at D = 320: 4.6 % of the samples on the staging's first register that a
-// pending reduction still held); the wide one's drain overlaps the next tile's phase 1.
-constexpr bool NARROW_FIRST = DQL == 0 && NP >= 2 && LAST8 < 8;
-__device__ __forceinline__ constexpr int chunk_at(int k) {
-  return NARROW_FIRST ? (k == 0 ? NP - 1 : k - 1) : k;
-}
+constexpr int NPE = NP - DQL;          // dQ chunks of a warpgroup reduced within their own tile
 constexpr int X_SLOTS = 2 * NN * 128;  // float4 slots of an exchange buffer
 constexpr int ROW_BYTES = BR * 8;      // row table of a tile: lse, delta
 // Bytes the other block's exchange stores deliver per query tile on each of its two mbarriers:
@@ -629,7 +620,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
 
     // dQ chunk 0 first, so that its reduction overlaps dV and dK (wait_group retires in order).
     wgmma_fence();
-    dq_issue(chunk_at(0), 0);
+    dq_issue(0, 0);
     {
       const u32 so = opaque(sO + wg * NP * Q_PANEL), sq = opaque(sQ + wg * NP * Q_PANEL);
       const u32 pt = opaque(sPt), st = opaque(sSt);
@@ -647,7 +638,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       wgmma_commit();
     }
     wgmma_wait<1>();
-    dq_reduce(chunk_at(0), 0, t);
+    dq_reduce(0, 0, t);
     // dV and dK retired in both warpgroups: Q and dO are free for the next tile's loads.
     wgmma_wait<0>();
     __syncthreads();
@@ -659,18 +650,18 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       const int bi = DQB == 2 ? c & 1 : 0;
       if (DQB == 1 || c == 1) {
         wgmma_fence();
-        dq_issue(chunk_at(c), bi);
+        dq_issue(c, bi);
       }
       if (DQB == 2 && c + 1 < NPE) {
         wgmma_fence();
-        dq_issue(chunk_at(c + 1), (c + 1) & 1);
+        dq_issue(c + 1, (c + 1) & 1);
         wgmma_wait<1>();
       } else {
         // Retire every group inside the iteration: one in flight across the back edge makes
         // ptxas serialize the kernel's wgmmas (C7514/C7515, ffpa_fwd_sm90.cuh).
         wgmma_wait<0>();
       }
-      dq_reduce(chunk_at(c), bi, t);
+      dq_reduce(c, bi, t);
     }
     tp = t;
     k = kn;

@@ -71,8 +71,8 @@ key-major dV/dK B operand (N = DQ up to 128, not always whole atoms: 48, 80, 112
 bc = 32 form and the dQ chunks use N <= 64 from an atom's start, as before.
 
 The knobs dqbuf and dqlag are not modelled: one dQ chunk accumulator a warpgroup (FFPA_DQBUF =
-1) and every chunk reduced within its own tile (FFPA_DQLAG = 0), the first of the kernel's order
-(chunk_at: a narrower last chunk first) before the next tile's staging and the others after it.
+1) and every chunk reduced within its own tile (FFPA_DQLAG = 0), chunk 0 before the next tile's
+staging and the others after it, as the kernel orders them.
 
 Exact integers stand in for the arithmetic, as in tools/ffpa_bwd_sm90_sim.py: P = ((S + L) % 5)
 + 1, dS = Pd dP - P delta, a hash for the dropout decision, 2 for 1 / (1 - p); dBias of a key
@@ -950,11 +950,9 @@ def run_cluster(cfg, pr, j, raw_base):
                         for i in range(4):
                             dq_accum[(lrow, col + i)] = dq_accum.get((lrow, col + i), 0) + v[i]
 
-        # the kernel's chunk_at: a narrower last chunk first (no dqlag in the model)
-        order = [NP - 1] + list(range(NP - 1)) if NP >= 2 and cfg.LAST8 < 8 else list(range(NP))
         for rank in range(2):
             for wg in range(2):
-                acc0 = dq_chunk(rank, wg, order[0])
+                acc0 = dq_chunk(rank, wg, 0)
                 so, sq = sO + wg * NP * cfg.Q_PANEL, sQ + wg * NP * cfg.Q_PANEL
                 for c in range(DVX):
                     for ks in range(4):
@@ -971,12 +969,12 @@ def run_cluster(cfg, pr, j, raw_base):
                                                                         ks * 16 * 128), 64))
                                 B = transpose(hw_k_major(smem[rank], desc_k(b + ks * 32), BC))
                             wgmma(acc[rank][wg][c], A, B, DVY * 4)
-                dq_reduce(rank, wg, order[0], acc0)
+                dq_reduce(rank, wg, 0, acc0)
             log.block_sync(rank)
             if kn < ntile:
                 stage(rank, tile_at(kn, rank), par ^ 1)
             for wg in range(2):
-                for c in order[1:]:
+                for c in range(1, NP):
                     dq_reduce(rank, wg, c, dq_chunk(rank, wg, c))
         k = kn
         ex += 1
