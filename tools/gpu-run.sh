@@ -8,6 +8,12 @@
 #                                            staged beside) and the staged one run ARGS in turn,
 #                                            AB_PAIRS times (default 2): NAME/base-I, NAME/new-I,
 #                                            and `compare` of each pair in NAME/compare-I.md
+#   tools/gpu-run.sh ncu NAME KERNEL ARGS...    Nsight Compute (--set full) on the first launch
+#                                            of kernel KERNEL (a regex) in `ffpa-bench --profile
+#                                            ARGS`: NAME-details.txt (details page) and
+#                                            NAME-sass.csv.gz (source page, for
+#                                            tools/ncu_stalls.py); the report itself is dropped
+#                                            (NCU_KEEP=1 keeps NAME.ncu-rep)
 # Several steps can be chained: tools/gpu-run.sh tests -- bench smoke --config configs/smoke.json
 # Logs and results go under $OUT (default gpu-out/), one NAME.tgz per bench, to be copied back.
 # Benches share the tuning cache $OUT/tuning.json, seeded from .stage/tuning.json when present.
@@ -82,6 +88,26 @@ while [ $# -gt 0 ]; do
         grep -E '^\*\*Result|^\| ' "$OUT/$name/compare-$i.md"
       done
       tar -czf "$OUT/$name.tgz" -C "$OUT" "$name" && rm -rf "${OUT:?}/$name" ;;
+    ncu)
+      name=${args[0]}; kernel=${args[1]}; args=("${args[@]:2}")
+      ncu=${NCU:-$(command -v ncu || echo /opt/nvidia/nsight-compute/ncu)}
+      echo "== ncu $kernel: ffpa-bench --profile ${args[*]} (results in $name-*)"
+      timeout "${BENCH_TIMEOUT:-3600}" "$ncu" --set full --import-source no -k "regex:$kernel" \
+        --launch-count 1 -o "$OUT/$name" "${BENCH:-$BIN/ffpa-bench}" --profile "${args[@]}" \
+        --out "$OUT/$name-run" >"$OUT/$name.log" 2>&1
+      r=$?
+      if [ $r -eq 0 ] && [ -f "$OUT/$name.ncu-rep" ]; then
+        "$ncu" -i "$OUT/$name.ncu-rep" --page details >"$OUT/$name-details.txt" 2>&1
+        "$ncu" -i "$OUT/$name.ncu-rep" --page source --csv --print-source sass |
+          gzip >"$OUT/$name-sass.csv.gz"
+        [ "${NCU_KEEP:-0}" = 1 ] || rm -f "$OUT/$name.ncu-rep"
+        grep -E '^ +Duration|Registers Per Thread' "$OUT/$name-details.txt"
+        python3 tools/ncu_stalls.py "$OUT/$name-sass.csv.gz" --top 10 || rc=1
+      else
+        echo "exit $r, or no report (kernel $kernel not launched?)"; tail -n 5 "$OUT/$name.log"
+        rc=1
+      fi
+      rm -rf "${OUT:?}/$name-run" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done
