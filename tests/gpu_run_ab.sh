@@ -5,12 +5,7 @@
 #   tests/gpu_run_ab.sh SOURCE_DIR
 set -eu
 src=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+. "$(dirname "$0")/sh_support.sh"
 # A fake ffpa-bench: logs its side and arguments, writes a results file into --out; `compare`
 # logs the two files it is given and prints a verdict line.
 fake() {

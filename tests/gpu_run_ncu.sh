@@ -6,12 +6,7 @@
 #   tests/gpu_run_ncu.sh SOURCE_DIR
 set -eu
 src=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+. "$(dirname "$0")/sh_support.sh"
 mkdir -p "$tmp/stage"
 # The fake ncu: a profile (-o REPORT) logs its arguments and writes REPORT.ncu-rep; an import
 # (-i) prints a details page or a two-instruction source page.

@@ -6,12 +6,7 @@
 #   tests/ncu_stalls.sh SOURCE_DIR
 set -eu
 src=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+. "$(dirname "$0")/sh_support.sh"
 tool="python3 $src/tools/ncu_stalls.py"
 cat >"$tmp/page.csv" <<'CSV'
 "Kernel Name","demo_kernel",

@@ -5,12 +5,7 @@
 set -eu
 bench=$1
 cd "$2"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+. "$(dirname "$0")/sh_support.sh"
 items() { sed -n 's/^| \([0-9][0-9]*\) |.*/\1/p'; }  # the "#" column of --dry-run
 
 # Slurm: 3 array tasks of the batch script (its #SBATCH lines are comments to sh).
