@@ -155,8 +155,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec::NT, ffpa_bwd_dec::MIN
       float l = POS_INF, dl = 0.f;
       if (tid < rows) {
         const long long lrow = ((long long)b * f.Hq + hq_of(tid)) * f.Nq + tid % f.Nq;
-        const float x = f.lse[lrow];
-        if (x != NEG_INF) l = x * LOG2E;  // a row that sees no key has no gradient
+        l = lse_log2(f.lse[lrow]);
         dl = p.delta[lrow];
       }
       sRow[tid] = l;

@@ -180,8 +180,7 @@ extern "C" __global__ void FFPA_CLUSTER_DIMS __launch_bounds__(ffpa_bwd90::NT, 1
       float l = POS_INF, dl = 0.f;
       if (i < rows_total) {
         const long long lrow = ((long long)b * f.Hq + kvh * f.group + i / f.Nq) * f.Nq + i % f.Nq;
-        const float x = f.lse[lrow];
-        if (x != NEG_INF) l = x * LOG2E;  // a row that sees no key has no gradient
+        l = lse_log2(f.lse[lrow]);
         dl = p.delta[lrow];
       }
       float* rt = reinterpret_cast<float*>(rows_base + ((SPLIT ? wg * 2 : 0) + par) * ROW_BYTES);

@@ -111,7 +111,6 @@ constexpr u32 XD_BYTES = NT * NN * 8 + (FFPA_DROPOUT ? NT * 4 : 0);
 constexpr ffpa_layout::BwdSm90c LAYOUT = ffpa_layout::bwd_sm90c_layout(DP, BC, XB);
 static_assert(BR == ffpa_layout::BwdSm90c::kRows && NT == ffpa_layout::BwdSm90c::kThreads,
               "the layout's tile");
-#define POS_INF __int_as_float(0x7f800000u)
 constexpr float LOG2E = 1.4426950408889634f;
 
 static_assert(D % 8 == 0 && D <= 1024, "D: a multiple of 8, at most 1024");
@@ -530,8 +529,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     // needs only S: it is computed while dP's sums travel.
     {
       const int row = wq * 16 + (lane >> 2) + wg * 8;
-      // lse * log2(e); +inf (P = 0) for a row that sees no key: it has no gradient.
-      const float lse = rt[row], l = lse == NEG_INF ? POS_INF : lse * LOG2E, dl = rt[BR + row];
+      const float l = lse_log2(rt[row]), dl = rt[BR + row];
       int r, hq;
       row_of(row, r, hq);
       const int causal_lim = r + diag - key0;  // columns past it are masked

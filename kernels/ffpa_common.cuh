@@ -33,6 +33,11 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid)
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(valid ? 16 : 0));
 }
+// A row's lse in the backward's base-2 form, P = exp2(S scale_log2 - l): lse log2(e), and +inf
+// (P = 0) for a row that sees no key (lse = -inf): it has no gradient.
+__device__ __forceinline__ float lse_log2(float lse) {
+  return lse == NEG_INF ? __int_as_float(0x7f800000u) : lse * 1.4426950408889634f;
+}
 // 4 bytes, for small tables that would otherwise be a load whose latency stalls the thread.
 __device__ __forceinline__ void cp_async4(u32 dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
@@ -170,11 +175,12 @@ __device__ __forceinline__ u32 keep_pair_swap(u32 n, bool odd) {
 // lane's row h = lane & 1 at column 4 * ((lane >> 1) & 1) of slice 0.
 // The alignment test is hoisted out of the slices: aligned (o = 0: a dropout offset and Nkv that
 // are multiples of 4, every benchmark row) each slice is one Philox block, four unrolled (enough
-// independent blocks to fill the pipes), with no branch between them; otherwise (positions straddle two blocks) a rolled loop, so the rare case
-// adds two Philox blocks of code, not 2 NS (ncu on the forward's dropout row: instruction fetch
-// stalls 22 % of the samples, most after the per-slice branch of keep4). The nibbles are
-// gathered first and swapped between the lane pair after the branch (a shuffle must not sit in
-// a branch that lanes of different rows may take differently).
+// independent blocks to fill the pipes), with no branch between them; otherwise (positions
+// straddle two blocks) a rolled loop, so the rare case adds two Philox blocks of code, not 2 NS
+// (ncu on the forward's dropout row: instruction fetch stalls 22 % of the samples, most after
+// the per-slice branch of keep4). The nibbles are gathered first and swapped between the lane
+// pair after the branch (a shuffle must not sit in a branch that lanes of different rows may
+// take differently).
 template <int NS>
 __device__ __forceinline__ u32 dropout_keep_bits(unsigned long long seed, unsigned long long g,
                                                  u32 kmin, int lane) {

@@ -27,6 +27,7 @@
 // each warp), mode 2 by plain 16-byte stores (the write traffic alone, no addition), mode 3 by
 // red.global.add.v4.f32 with each lane on lines of its own (as mb_exchange_kernel's red = 1).
 // Which way of adding is cheapest a byte, and is any near the store rate?
+#pragma once
 
 #include "tma.cuh"
 
