@@ -103,38 +103,51 @@ struct Reduce {
   double bytes_per_cyc = 0;  // a block's 64 KB / its median cycles an iteration
 };
 
-// L2 reductions (mb_reduce_kernel): one block an SM, `iters` tiles of 64 KB each into a buffer
-// of `tiles` tiles, by `mode` (0 red.v4 coalesced, 1 bulk reduce of `chunk` bytes, 2 stores,
-// 3 red.v4 a lane's own lines); the best of `reps` event-timed launches after a warm-up.
-Reduce run_reduce(int mode, int chunk, int tiles, int iters, int reps) {
-  const nvrtc::Compiled comp = nvrtc::compile("microbench_sm90.cuh", {"-DFFPA_MB_NV=1"}, "sm_90a");
-  const nvrtc::Library lib(comp.cubin);
-  const cudaKernel_t fn = lib.kernel("mb_reduce_kernel");
-  constexpr int tile_bytes = 64 << 10;
+constexpr int kReduceTile = 64 << 10;  // bytes a block adds an iteration (mb_reduce_kernel)
+
+// mb_reduce_kernel, compiled once for the launches made with it, its 64 KB of shared memory
+// allowed. A launch: one block an SM, `iters` tiles of 64 KB each into `tiles` tiles at dst, by
+// `mode` (0 red.v4 coalesced, 1 bulk reduce of `chunk` bytes, 2 stores, 3 red.v4 a lane's own
+// lines); each block's cycles an iteration into `cycles`.
+class ReduceKernel {
+ public:
+  ReduceKernel()
+      : lib_(nvrtc::compile("microbench_sm90.cuh", {"-DFFPA_MB_NV=1"}, "sm_90a").cubin),
+        fn_(lib_.kernel("mb_reduce_kernel")) {
+    FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn_),
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, kReduceTile));
+  }
+  void launch(float4* dst, int tiles, int iters, int mode, int chunk, long long* cycles) const {
+    void* args[] = {&dst, &tiles, &iters, &mode, &chunk, &cycles};
+    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(fn_), dim3(device().sm_count),
+                               dim3(256), args, kReduceTile, nullptr));
+  }
+
+ private:
+  nvrtc::Library lib_;
+  cudaKernel_t fn_;
+};
+
+// L2 reductions: the best of `reps` event-timed launches after a warm-up (ReduceKernel::launch).
+Reduce run_reduce(const ReduceKernel& k, int mode, int chunk, int tiles, int iters, int reps) {
   const int blocks = device().sm_count;
-  FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, tile_bytes));
-  gpu::DeviceBuffer dst(static_cast<size_t>(tiles) * tile_bytes);
+  gpu::DeviceBuffer dst(static_cast<size_t>(tiles) * kReduceTile);
   gpu::DeviceBuffer cycles(blocks * sizeof(long long));
-  FFPA_CUDA(cudaMemset(dst.get(), 0, static_cast<size_t>(tiles) * tile_bytes));
-  float4* d = dst.as<float4>();
-  long long* c = cycles.as<long long>();
-  void* args[] = {&d, &tiles, &iters, &mode, &chunk, &c};
+  FFPA_CUDA(cudaMemset(dst.get(), 0, dst.bytes()));
   double best = 1e30;
   for (int r = 0; r <= reps; ++r) {
     gpu::Event start, stop;
     FFPA_CUDA(cudaEventRecord(start.get()));
-    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(blocks), dim3(256), args,
-                               tile_bytes, nullptr));
+    k.launch(dst.as<float4>(), tiles, iters, mode, chunk, cycles.as<long long>());
     FFPA_CUDA(cudaEventRecord(stop.get()));
     FFPA_CUDA(cudaEventSynchronize(stop.get()));
     if (r > 0) best = std::min(best, static_cast<double>(stop.since(start)));
   }
   std::vector<long long> h(blocks);
-  FFPA_CUDA(cudaMemcpy(h.data(), c, blocks * sizeof(long long), cudaMemcpyDeviceToHost));
+  FFPA_CUDA(cudaMemcpy(h.data(), cycles.get(), blocks * sizeof(long long), cudaMemcpyDeviceToHost));
   std::sort(h.begin(), h.end());
-  const double bytes = static_cast<double>(blocks) * iters * tile_bytes;
-  return {bytes / (best * 1e-3) / 1e9, tile_bytes / static_cast<double>(h[h.size() / 2])};
+  const double bytes = static_cast<double>(blocks) * iters * kReduceTile;
+  return {bytes / (best * 1e-3) / 1e9, kReduceTile / static_cast<double>(h[h.size() / 2])};
 }
 
 }  // namespace
@@ -144,25 +157,15 @@ TEST_CASE("microbench: the reduce kernel adds what it should", "[gpu]") {
   // Every mode but stores adds 1 to each float of a tile per visit: with tiles = blocks and
   // iters = 3, every tile is visited 3 times.
   const int blocks = device().sm_count;
+  const ReduceKernel k;
   for (int mode : {0, 1, 3}) {
-    const nvrtc::Compiled comp =
-        nvrtc::compile("microbench_sm90.cuh", {"-DFFPA_MB_NV=1"}, "sm_90a");
-    const nvrtc::Library lib(comp.cubin);
-    const cudaKernel_t fn = lib.kernel("mb_reduce_kernel");
-    FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn),
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, 64 << 10));
-    const size_t bytes = static_cast<size_t>(blocks) * (64 << 10);
+    const size_t bytes = static_cast<size_t>(blocks) * kReduceTile;
     gpu::DeviceBuffer dst(bytes), cycles(blocks * sizeof(long long));
     FFPA_CUDA(cudaMemset(dst.get(), 0, bytes));
-    float4* d = dst.as<float4>();
-    long long* c = cycles.as<long long>();
-    int tiles = blocks, iters = 3, chunk = 2048;
-    void* args[] = {&d, &tiles, &iters, &mode, &chunk, &c};
-    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(blocks), dim3(256), args,
-                               64 << 10, nullptr));
+    k.launch(dst.as<float4>(), blocks, 3, mode, 2048, cycles.as<long long>());
     FFPA_CUDA(cudaDeviceSynchronize());
     std::vector<float> h(bytes / 4);
-    FFPA_CUDA(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
+    FFPA_CUDA(cudaMemcpy(h.data(), dst.get(), bytes, cudaMemcpyDeviceToHost));
     const auto wrong = std::count_if(h.begin(), h.end(), [](float x) { return x != 3.f; });
     INFO("mode " << mode);
     CHECK(wrong == 0);
@@ -181,9 +184,10 @@ TEST_CASE("microbench: L2 reductions GB/s by way of adding", "[.][bench]") {
               {"bulk reduce 8 KB", 1, 8192},
               {"stores", 2, 0},
               {"red.v4 own lines", 3, 0}};
+  const ReduceKernel k;
   for (int tiles : {256, 2048})  // 16 MiB: L2-resident as dQ's rows; 128 MiB: past the L2
     for (const auto& w : ways) {
-      const Reduce r = run_reduce(w.mode, w.chunk, tiles, 200, 5);
+      const Reduce r = run_reduce(k, w.mode, w.chunk, tiles, 200, 5);
       std::printf("%-22s %-8d %-10.0f %-10.1f\n", w.name, tiles / 16, r.gbs, r.bytes_per_cyc);
     }
 }
