@@ -13,7 +13,8 @@
 #                                            ARGS`: NAME-details.txt (details page) and
 #                                            NAME-sass.csv.gz (source page, for
 #                                            tools/ncu_stalls.py); the report itself is dropped
-#                                            (NCU_KEEP=1 keeps NAME.ncu-rep)
+#                                            (NCU_KEEP=1 keeps NAME.ncu-rep); NCU names the ncu
+#                                            binary when it is not on the PATH
 # Several steps can be chained: tools/gpu-run.sh tests -- bench smoke --config configs/smoke.json
 # Logs and results go under $OUT (default gpu-out/), one NAME.tgz per bench, to be copied back.
 # Benches share the tuning cache $OUT/tuning.json, seeded from .stage/tuning.json when present.
@@ -90,7 +91,7 @@ while [ $# -gt 0 ]; do
       tar -czf "$OUT/$name.tgz" -C "$OUT" "$name" && rm -rf "${OUT:?}/$name" ;;
     ncu)
       name=${args[0]}; kernel=${args[1]}; args=("${args[@]:2}")
-      ncu=${NCU:-$(command -v ncu || echo /opt/nvidia/nsight-compute/ncu)}
+      ncu=${NCU:-ncu}
       echo "== ncu $kernel: ffpa-bench --profile ${args[*]} (results in $name-*)"
       timeout "${BENCH_TIMEOUT:-3600}" "$ncu" --set full --import-source no -k "regex:$kernel" \
         --launch-count 1 -o "$OUT/$name" "${BENCH:-$BIN/ffpa-bench}" --profile "${args[@]}" \
