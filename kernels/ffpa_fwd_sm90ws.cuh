@@ -13,6 +13,9 @@
 //                 their row maxima and then their P tiles each pair, both softmaxes at once. The
 //                 seesaw serializes the two softmaxes in each pair's critical path: with a bias
 //                 or dropout (long softmaxes) lock-step can be faster
+//   FFPA_ODDPANEL the consumer (0 or 1) that owns the odd O panel when a CTA has an odd count
+//                 (D = 320: 3 | 2 or 2 | 3): in the seesaw consumer 0's softmax lies in the pair's
+//                 chain unoverlapped, consumer 1's under its own PV wgmmas
 //   FFPA_PSMEM    0: the PVs take P from registers (wgmma RS; the other consumer's P is read from
 //                 sP once a pair); 1: from sP (SS): 32 registers fewer, 8 KB more shared reads
 //                 per O panel and P
@@ -69,10 +72,10 @@ constexpr bool SEESAW = FFPA_SEESAW;
 constexpr int DP = (D + 63) / 64 * 64;  // zero-filled past D (TMA and the Q load)
 constexpr int NP = DP / 64;             // 64-column panels of Q and K
 constexpr int SPLIT = FFPA_SPLIT;
-constexpr int NPO = (NP + SPLIT - 1) / SPLIT;  // O (and V) panels of a CTA; the last CTA's may
-                                               // lie past D: TMA zero-fills them, unstored
-constexpr int NP0 = (NPO + 1) / 2;             // O panels of consumer 0
-constexpr int NP1 = NPO - NP0;                 // of consumer 1
+constexpr int NPO = (NP + SPLIT - 1) / SPLIT;       // O (and V) panels of a CTA; the last CTA's may
+                                                    // lie past D: TMA zero-fills them, unstored
+constexpr int NP0 = (NPO + 1 - FFPA_ODDPANEL) / 2;  // O panels of consumer 0
+constexpr int NP1 = NPO - NP0;                      // of consumer 1
 constexpr int PANEL = ffpa_layout::FwdSm90ws::kPanel;  // one ring slot
 constexpr int Q_PANEL = ffpa_layout::FwdSm90ws::kQPanel;
 constexpr int NT = 384;
@@ -88,7 +91,8 @@ constexpr float LN2 = 0.6931471805599453f;
 constexpr float RESCALE_SLACK = 8.f;
 
 static_assert(D % 8 == 0 && D > 64 && D <= 1024, "D: a multiple of 8 in 72..1024");
-static_assert(NP0 <= 4, "O of a consumer: at most 4 panels (128 registers)");
+static_assert(NP0 <= 4 && NP1 <= 4, "O of a consumer: at most 4 panels (128 registers)");
+static_assert(FFPA_ODDPANEL == 0 || FFPA_ODDPANEL == 1, "the odd O panel goes to consumer 0 or 1");
 static_assert(SPLIT == 1 || CL == 1, "the CTAs of a split read different V panels");
 static_assert(CL == 1 || CL == 2, "cluster of 1 or 2 CTAs");
 static_assert(R % 2 == 0 && RC >= 2, "two rings of at least two slots");

@@ -120,6 +120,27 @@ TEST_CASE("sm90ws: seesaw and lock-step", "[gpu]") {
   }
 }
 
+// The odd O panel of D = 320 (and of each CTA at D = 576) with consumer 1: it then holds 3 panels
+// of O and its ring 3 V panels of a block.
+TEST_CASE("sm90ws: the odd O panel to consumer 1 (oddpanel=1)", "[gpu]") {
+  if (!hopper()) return;
+  for (int seesaw : {0, 1}) {
+    INFO("seesaw=" << seesaw);
+    for (int psmem : {0, 1})
+      for (Dtype dt : {Dtype::bf16, Dtype::fp16})
+        expect_close(make(2, 4, 2, 300, 700, 320, dt), fwd90ws::Config{16, 1, psmem, seesaw, 1});
+    expect_close(make(1, 2, 2, 390, 450, 320), fwd90ws::Config{6, 2, 0, seesaw, 1});
+    expect_close(make(1, 2, 2, 200, 390, 576), fwd90ws::Config{10, 1, 0, seesaw, 1});
+    Problem p = make(1, 4, 2, 333, 517, 320);
+    p.causal = Causal::top_left;
+    expect_close(p, fwd90ws::Config{16, 1, 0, seesaw, 1});
+    p.causal = Causal::bottom_right;
+    p.bias = BiasKind::key;
+    p.dropout = 0.1;
+    expect_close(p, fwd90ws::Config{16, 1, 1, seesaw, 1});
+  }
+}
+
 // Past D = 512 two CTAs split O's columns (the last one's panels partly past D at 576 and 968),
 // each computing the whole S from a 128 KB Q.
 TEST_CASE("sm90ws: D 520..1024, O split over two CTAs", "[gpu]") {
@@ -216,6 +237,10 @@ TEST_CASE("sm90ws forward timings", "[.][bench]") {
   for (int D : {512, 320, 384, 448, 576, 768, 1024}) {
     const Problem self = make(1, 32, 32, N, N, D);
     bench("self", self, fwd90ws::default_config(self));
+    if (D == 320)  // alternated, twice: the odd O panel with consumer 0, then with consumer 1
+      for (int rep = 0; rep < 2; ++rep)
+        for (int seesaw : {1, 0})
+          for (int odd : {0, 1}) bench("oddpanel", self, fwd90ws::Config{16, 1, 0, seesaw, odd});
     if (D != 512) continue;
     bench("psmem", self, fwd90ws::Config{16, 1, 1});
     for (int slots : {12, 18}) bench("slots", self, fwd90ws::Config{slots, 1});

@@ -87,6 +87,29 @@ TEST_CASE("sm90ws configurations of the GPU test compile clean", "[nvrtc]") {
   }
 }
 
+// "sm90ws: the odd O panel to consumer 1": 3 O panels in consumer 1's registers, its P_0 too in
+// the seesaw, at D = 320 and in the second CTA of D = 576 (5 panels each).
+TEST_CASE("sm90ws oddpanel=1 compiles clean at D 320 and 576", "[nvrtc]") {
+  test::FreshCache cache;
+  for (int seesaw : {0, 1})
+    for (int psmem : {0, 1}) {
+      fwd::Features f;
+      f.D = 320;
+      compile_clean(fwd90ws::Config{16, 1, psmem, seesaw, 1}, f);
+      f.causal = 1;
+      f.bf16 = false;
+      compile_clean(fwd90ws::Config{16, 1, psmem, seesaw, 1}, f);
+      f = fwd::Features{};
+      f.D = 576;
+      compile_clean(fwd90ws::Config{10, 1, psmem, seesaw, 1}, f);
+    }
+  fwd::Features f;
+  f.D = 320;
+  f.bias = 1;
+  f.dropout = 1;
+  compile_clean(fwd90ws::Config{16, 1, 1, 0, 1}, f);
+}
+
 // In lock-step (their default: seesaw = 0), bf16 with every mask alignment, fp16 without.
 TEST_CASE("sm90ws bias and dropout compile clean at D 320, 512 and 1024", "[nvrtc]") {
   test::FreshCache cache;
@@ -146,6 +169,16 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
   CHECK_THAT(v->supports(p512, fwd90ws::Config{17, 1}.knobs(), h200).reason,
              Catch::Contains("even"));
   CHECK(v->supports(compile_problem(320), fwd90ws::Config{4, 1}.knobs(), h200).ok());
+  // The odd O panel to consumer 1: only where a CTA has an odd count (5 at D = 320 and 576), and
+  // then consumer 1's ring holds 3 V panels.
+  CHECK(v->supports(compile_problem(320), fwd90ws::Config{6, 1, 0, 1, 1}.knobs(), h200).ok());
+  CHECK(v->supports(compile_problem(576), fwd90ws::Config{10, 1, 0, 1, 1}.knobs(), h200).ok());
+  CHECK_THAT(v->supports(compile_problem(320), fwd90ws::Config{4, 1, 0, 1, 1}.knobs(), h200).reason,
+             Catch::Contains("at least 3"));
+  CHECK_THAT(v->supports(p512, fwd90ws::Config{16, 1, 0, 1, 1}.knobs(), h200).reason,
+             Catch::Contains("even count of O panels"));
+  CHECK_THAT(v->supports(p512, fwd90ws::Config{16, 1, 0, 1, 2}.knobs(), h200).reason,
+             Catch::Contains("oddpanel is 0 or 1"));
   CHECK_THAT(v->supports(p512, fwd90ws::Config{8, 4}.knobs(), h200).reason,
              Catch::Contains("cluster"));
   // Every default fits the H200 at every D it accepts.

@@ -15,7 +15,7 @@ maxima), publish their P and both wait on BAR_P1. A hardware named barrier compl
 threads arrived, whoever they are: an arrival twice before the other side waited would complete
 it wrongly, which the model reports.
 It checks, for every panel count, O-panel count of a CTA (NPO < NP: D > 512, two CTAs a query
-block), ring depth, pair count and cluster size:
+block), owner of an odd count's extra O panel, ring depth, pair count and cluster size:
   - no deadlock under many random interleavings,
   - every panel a consumer reads holds what it expects (kind, key block, column panel),
   - no slot is overwritten while a consumer still reads it (a TMA write into a held slot),
@@ -27,17 +27,18 @@ import random
 import sys
 
 
-def npc(NPO, c):
-    NP0 = (NPO + 1) // 2
-    return NP0 if c == 0 else NPO - NP0
+def own_panels(NPO, odd):
+    """O panels of consumers 0 and 1; odd (FFPA_ODDPANEL) is the one owning an odd count's extra."""
+    NP0 = (NPO + 1 - odd) // 2
+    return (NP0, NPO - NP0)
 
 
-def seq_k(NP, NPO, c, t, q):
-    return t * (NP + 2 * npc(NPO, c)) + q
+def seq_k(NP, own, c, t, q):
+    return t * (NP + 2 * own[c]) + q
 
 
-def seq_v(NP, NPO, c, t, i, k):
-    n = npc(NPO, c)
+def seq_v(NP, own, c, t, i, k):
+    n = own[c]
     return t * (NP + 2 * n) + NP + i * n + k
 
 
@@ -94,27 +95,28 @@ class NamedBarrier:
             yield False
 
 
-def producer_order(NP, NPO, npairs, c, split=0):
-    v0 = split * NPO + (0 if c == 0 else npc(NPO, 0))
+def producer_order(NP, NPO, own, npairs, c, split=0):
+    v0 = split * NPO + (0 if c == 0 else own[0])
     out = []  # (kind, block, panel) in seq order
     for t in range(npairs):
         out += [("K", 2 * t + c, q) for q in range(NP)]
         for i in range(2):
-            out += [("V", 2 * t + i, v0 + k) for k in range(npc(NPO, c))]
+            out += [("V", 2 * t + i, v0 + k) for k in range(own[c])]
     return out
 
 
-def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True):
+def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0):
     RC = R // 2
-    if RC < npc(NPO, 1):
+    own = own_panels(NPO, odd)
+    if RC < own[1]:
         return False  # consumer 1 holds all its V panels of a block at once: refused
     half = 8192 // CL
-    orders = [producer_order(NP, NPO, npairs, c, split) for c in range(2)]
+    orders = [producer_order(NP, NPO, own, npairs, c, split) for c in range(2)]
     for c in range(2):
-        assert len(orders[c]) == (NP + 2 * npc(NPO, c)) * npairs
+        assert len(orders[c]) == (NP + 2 * own[c]) * npairs
         for t in range(npairs):  # the sequence functions index the producer's order
             for q in range(NP):
-                assert orders[c][seq_k(NP, NPO, c, t, q)] == ("K", 2 * t + c, q)
+                assert orders[c][seq_k(NP, own, c, t, q)] == ("K", 2 * t + c, q)
     ctas = []
     for _ in range(CL):
         cta = {"rings": [], "bar": [NamedBarrier("BAR_P0"), NamedBarrier("BAR_P1")],
@@ -194,11 +196,11 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True):
 
     def consumer(cta, c):
         x = ctas[cta]
-        n = npc(NPO, c)
-        v0 = split * NPO + (0 if c == 0 else npc(NPO, 0))
+        n = own[c]
+        v0 = split * NPO + (0 if c == 0 else own[0])
         for t in range(npairs):
-            k_panels = [(seq_k(NP, NPO, c, t, q), ("K", 2 * t + c, q)) for q in range(NP)]
-            v_panels = [[(seq_v(NP, NPO, c, t, i, k), ("V", 2 * t + i, v0 + k)) for k in range(n)]
+            k_panels = [(seq_k(NP, own, c, t, q), ("K", 2 * t + c, q)) for q in range(NP)]
+            v_panels = [[(seq_v(NP, own, c, t, i, k), ("V", 2 * t + i, v0 + k)) for k in range(n)]
                         for i in range(2)]
             yield from group(cta, c, k_panels)
             if not seesaw:
@@ -268,14 +270,17 @@ def main():
             for npairs in (0, 1, 2, 3, 5):
                 for CL in (1, 2):
                     for seesaw in (True, True, False):
-                        cases += simulate(NP, NP, R, npairs, CL, rng, seesaw=seesaw)
+                        # an odd panel count: its extra panel with consumer 0, then with 1
+                        for odd in (0, 1) if NP % 2 else (0,):
+                            cases += simulate(NP, NP, R, npairs, CL, rng, seesaw=seesaw, odd=odd)
     # D > 512: two CTAs a query block, each streaming its share of V (the last partly past D).
     for NP, NPO in ((9, 5), (12, 6), (16, 8)):
         for R in (4, 8, 10):
             for npairs in (1, 2, 3):
                 for split in (0, 1):
                     for seesaw in (True, False):
-                        cases += simulate(NP, NPO, R, npairs, 1, rng, split, seesaw)
+                        for odd in (0, 1) if NPO % 2 else (0,):
+                            cases += simulate(NP, NPO, R, npairs, 1, rng, split, seesaw, odd)
     print(f"ffpa_fwd_sm90ws protocol: {cases} random schedules, no deadlock, no stale or "
           "overwritten panel, P tile or maximum")
 

@@ -59,7 +59,8 @@ class Fwd90wsOp : public Op {
 constexpr Knob<Config> kKnobs[] = {{"slots", &Config::slots},
                                    {"cluster", &Config::cluster},
                                    {"psmem", &Config::psmem},
-                                   {"seesaw", &Config::seesaw}};
+                                   {"seesaw", &Config::seesaw},
+                                   {"oddpanel", &Config::oddpanel}};
 
 Support problem_check(const Problem& pr) {
   const auto& s = pr.shape;
@@ -110,13 +111,18 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.cluster != 1 && c.cluster != 2) return Support::no("cluster is 1 or 2");
   if (c.psmem != 0 && c.psmem != 1) return Support::no("psmem is 0 or 1");
   if (c.seesaw != 0 && c.seesaw != 1) return Support::no("seesaw is 0 or 1");
+  if (c.oddpanel != 0 && c.oddpanel != 1) return Support::no("oddpanel is 0 or 1");
   if (D % 8 || D < kMinD || D > kMaxD)
     return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
                        ".." + s(kMaxD));
   // Two rings, one per consumer; in the seesaw consumer 1 keeps the wgmmas over all its V panels of
   // a key block in flight through its softmax, so its ring holds them all (checked in lock-step
   // too: one rule for every configuration).
-  const int panels = (padded_d(D, 64) / 64 + splits(D) - 1) / splits(D) / 2;  // consumer 1's
+  const int opanels = (padded_d(D, 64) / 64 + splits(D) - 1) / splits(D);  // of a CTA
+  if (c.oddpanel == 1 && opanels % 2 == 0)
+    return Support::no("oddpanel=1: D=" + s(D) + " gives a CTA an even count of O panels (" +
+                       s(opanels) + "), the same kernel as oddpanel=0");
+  const int panels = (opanels + c.oddpanel) / 2;  // consumer 1's
   if (c.slots % 2 || c.slots / 2 < std::max(2, panels))
     return Support::no("slots=" + s(c.slots) + ": two rings of at least " + s(std::max(2, panels)) +
                        " slots each at D=" + s(D) + " (an even count)");
@@ -125,7 +131,7 @@ Support check(const Config& c, int D, int smem_limit) {
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const fwd::Features& f) {
-  std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_SLOTS, FFPA_CLUSTER, FFPA_PSMEM
+  std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_SLOTS, FFPA_CLUSTER, ...
   const std::vector<std::string> fd = f.defines();
   o.insert(o.end(), fd.begin(), fd.end());
   o.push_back(define("FFPA_SPLIT", splits(f.D)));

@@ -19,10 +19,11 @@ namespace ffpa::fwd90ws {
 // Knobs, as in configs/grids/ffpa-fwd-sm90ws.json. The block is fixed: 64 query rows, a producer
 // warpgroup and two consumer warpgroups, key blocks of 64.
 struct Config {
-  int slots = 16;   // 8 KB slots of the K/V rings (even: a ring per consumer)
-  int cluster = 1;  // CTAs sharing each K/V panel by TMA multicast (1 or 2)
-  int psmem = 0;    // 1: a consumer's own PV reads P from shared memory too (no P registers)
-  int seesaw = 1;   // 1: consumers half a key-block pair apart; 0: in lock-step
+  int slots = 16;    // 8 KB slots of the K/V rings (even: a ring per consumer)
+  int cluster = 1;   // CTAs sharing each K/V panel by TMA multicast (1 or 2)
+  int psmem = 0;     // 1: a consumer's own PV reads P from shared memory too (no P registers)
+  int seesaw = 1;    // 1: consumers half a key-block pair apart; 0: in lock-step
+  int oddpanel = 0;  // the consumer that owns a CTA's odd O panel (D = 320: 3 | 2 or 2 | 3)
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
