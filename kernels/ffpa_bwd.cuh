@@ -253,13 +253,12 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd::NT, 1)
     for (int row = tid; row < BR; row += NT) {
       const int i = m0 + row;
       int r = -1, hq = kvh * f.group;
-      float l = POS_INF, dl = 0.f;
+      float l = POS_INF, dl = 0.f;  // a row that sees no key (or none at all) has no gradient
       if (i < rows_total) {
         r = i % f.Nq;
         hq += i / f.Nq;
         const long long lrow = ((long long)b * f.Hq + hq) * f.Nq + r;
-        const float x = f.lse[lrow];
-        if (x != NEG_INF) l = x * LOG2E;  // a row that sees no key has no gradient
+        l = lse_log2(f.lse[lrow]);
         dl = p.delta[lrow];
       }
       s_r[row] = r;

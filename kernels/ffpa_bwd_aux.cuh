@@ -44,10 +44,13 @@ __device__ __forceinline__ long long dq_offset(const FfpaFwdParams& f, int b, in
 }  // namespace ffpa_bwd_aux
 
 // One warp per row (b, hq, r): delta = sum_d dO * O in fp32; the row of dq_accum is zeroed.
+// A main kernel launched early (sm_90) may start as soon as every block of this one has: its
+// loads of the inputs then overlap this kernel, and it waits for delta and the zeroed dq_accum.
 extern "C" __global__ void __launch_bounds__(256) ffpa_bwd_pre_kernel(const FfpaBwdParams p) {
   using namespace ffpa_dev;
   using ffpa_bwd_aux::D;
   const FfpaFwdParams& f = p.fwd;
+  launch_dependents();
   const long long row = (long long)blockIdx.x * 8 + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (row >= (long long)f.B * f.Hq * f.Nq) return;
@@ -82,11 +85,13 @@ extern "C" __global__ void __launch_bounds__(256) ffpa_bwd_pre_kernel(const Ffpa
 }
 
 // dq_accum (fp32, dq_offset's layout) to dq in the input dtype; the dbias workspace
-// (modes 1, 2: contiguous in the bias's shape) to dbias in the bias's dtype.
+// (modes 1, 2: contiguous in the bias's shape) to dbias in the bias's dtype. Launched early on
+// sm_90: it waits for the main kernel.
 extern "C" __global__ void __launch_bounds__(256) ffpa_bwd_convert_kernel(const FfpaBwdParams p) {
   using namespace ffpa_dev;
   using ffpa_bwd_aux::D;
   const FfpaFwdParams& f = p.fwd;
+  grid_dependency_wait();
   const long long pairs = (long long)f.B * f.Hq * f.Nq * (D / 2);
   const long long stride = (long long)gridDim.x * blockDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += stride) {

@@ -1,7 +1,9 @@
 // Flash-attention backward for few query rows (decode: the group's rows, group x Nq, at most 16),
 // on CUDA cores, sm_80 and later; compiled at run time by NVRTC. Device code only: no standard
 // headers. Launched as ffpa_bwd.cuh is: ffpa_bwd_pre_kernel and ffpa_bwd_convert_kernel
-// (ffpa_bwd_aux.cuh) around ffpa_bwd_decode_kernel.
+// (ffpa_bwd_aux.cuh) around ffpa_bwd_decode_kernel. On sm_90 all three are chained by
+// programmatic dependent launch: this kernel's first loads overlap the preprocess (it waits for
+// delta and the zeroed dq_accum), the convert kernel's launch overlaps its last tiles.
 //
 // Why: with one query row the tensor-core backwards run one query tile per key tile, mostly
 // empty (1 of 64 rows), and the work is a stream: read K and V once, write dK and dV once. A
@@ -151,21 +153,24 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec::NT, ffpa_bwd_dec::MIN
       cp_async16(smem_u32(smem + L.o + off),
                  ob + hq * p.do_head_stride + r * p.do_row_stride + g * 8, true);
     }
-    if (tid < R) {
-      float l = POS_INF, dl = 0.f;
-      if (tid < rows) {
-        const long long lrow = ((long long)b * f.Hq + hq_of(tid)) * f.Nq + tid % f.Nq;
-        l = lse_log2(f.lse[lrow]);
-        dl = p.delta[lrow];
-      }
-      sRow[tid] = l;
-      sRow[R + tid] = dl;
-    }
   }
 #pragma unroll
   for (int s = 0; s < ST - 1; ++s) {
     if (s < nt) load_tile(t0 + s, s);
     cp_async_commit();
+  }
+  // Launched early (sm_90): the loads above overlap the preprocess, which writes delta and zeroes
+  // dq_accum.
+  grid_dependency_wait();
+  if (tid < R) {
+    float l = POS_INF, dl = 0.f;
+    if (tid < rows) {
+      const long long lrow = ((long long)b * f.Hq + hq_of(tid)) * f.Nq + tid % f.Nq;
+      l = lse_log2(f.lse[lrow]);
+      dl = p.delta[lrow];
+    }
+    sRow[tid] = l;
+    sRow[R + tid] = dl;
   }
 
   // dQ: (row, granule) pairs; with fewer pairs than threads, ksp threads split a pair's keys.
@@ -320,6 +325,8 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec::NT, ffpa_bwd_dec::MIN
     }
   }
 
+  // The convert kernel (launched early on sm_90, it waits for this one) may start its blocks.
+  launch_dependents();
   // dQ of the block's keys into dq_accum ([B, Hq, Nq, D]), scaled: once a block. With ksp > 1
   // the key parts are summed first through the (now idle) stage buffers.
   cp_async_wait<0>();

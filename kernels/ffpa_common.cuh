@@ -38,6 +38,21 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid)
 __device__ __forceinline__ float lse_log2(float lse) {
   return lse == NEG_INF ? __int_as_float(0x7f800000u) : lse * 1.4426950408889634f;
 }
+// Programmatic dependent launch (sm_90; no-ops before): a kernel launched with it
+// (gpu::launch(..., early = true)) may start while the previous kernel of the stream still runs,
+// once that kernel's blocks have all started or called launch_dependents(). It must call
+// grid_dependency_wait() before it touches what the previous kernel writes or reads; the wait
+// returns when that kernel has completed and its writes are visible.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void launch_dependents() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
 // 4 bytes, for small tables that would otherwise be a load whose latency stalls the thread.
 __device__ __forceinline__ void cp_async4(u32 dst, const void* src) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));

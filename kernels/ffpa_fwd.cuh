@@ -437,6 +437,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd::NT, 1)
 // Split-KV merge: one block per (b, hq, row); lse = log sum_s exp(lse_s), o = sum_s w_s o_s.
 extern "C" __global__ void __launch_bounds__(128) ffpa_merge_kernel(const FfpaFwdParams p) {
   using namespace ffpa_fwd;
+  grid_dependency_wait();            // launched early on sm_90: the partials are the split kernel's
   const long long row = blockIdx.x;  // (b * Hq + hq) * Nq + r
   const long long rows = (long long)p.B * p.Hq * p.Nq;
   const int r = (int)(row % p.Nq);

@@ -34,6 +34,21 @@ bool available() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+void launch(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStream_t s, void** args,
+            bool early) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = early ? &attr : nullptr;
+  cfg.numAttrs = early ? 1 : 0;
+  FFPA_CUDA(cudaLaunchKernelExC(&cfg, fn, args));
+}
+
 MemoryStats memory_stats() {
   return {g_current.load(), g_peak.load()};
 }

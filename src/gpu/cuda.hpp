@@ -27,6 +27,15 @@ void check_launch(const char* what);
 // Whether a usable GPU is present (false on CI machines: no driver, or no device).
 bool available();
 
+// Launches kernel `fn` on `s` with `smem` bytes of dynamic shared memory. early: by programmatic
+// dependent launch (sm_90 and later only): the kernel may start before the previous kernel of the
+// stream has completed, once that one's blocks have all started or called
+// griddepcontrol.launch_dependents, and it must execute griddepcontrol.wait
+// (kernels/ffpa_common.cuh: grid_dependency_wait) before it touches anything that kernel writes or
+// reads. Saves a launch's latency between kernels that depend on each other.
+void launch(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStream_t s, void** args,
+            bool early = false);
+
 // Device-memory accounting over every DeviceBuffer: what the tool itself holds, and the peak since
 // the last reset. Library-internal allocations (cuDNN, cuBLAS handles) are not seen here.
 struct MemoryStats {

@@ -139,7 +139,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   // ceil(tiles / per_block) <= splits blocks; the kernel shares the tiles among gridDim.x.
   const int64_t per_block = (tiles + splits - 1) / splits;
   return bwd::make_op(pr, comp, "ffpa_bwd_decode_kernel", static_cast<int>(per_block * c.kb),
-                      Config::threads(), smem, params, dev);
+                      Config::threads(), smem, params, dev, 1, 0, /*main_waits=*/true);
 }
 
 }  // namespace ffpa::bwd_decode

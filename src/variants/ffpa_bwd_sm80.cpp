@@ -22,10 +22,14 @@ int blocks_per_warp(const Config& c, int D) {
 // the phase-2 fragments), read off compiled configurations (D=512 default: 144 + ~110 = 253).
 constexpr int kRegisterOverhead = 64;
 
+// Which launches start early (gpu::launch): none (before sm_90), the convert kernel (it waits for
+// the main kernel), or the main kernel too (it waits for the preprocess: main_waits).
+enum class Chain { none, convert, all };
+
 class BwdOp : public Op {
  public:
   BwdOp(nvrtc::Library lib, const char* main_kernel, const FfpaBwdParams& p, dim3 grid, int threads,
-        int smem, int dbias, size_t dbias_bytes, int sm_count, gpu::DeviceBuffer delta,
+        int smem, int dbias, size_t dbias_bytes, int sm_count, Chain chain, gpu::DeviceBuffer delta,
         gpu::DeviceBuffer dq_accum, gpu::DeviceBuffer dbias_accum)
       : lib_(std::move(lib)),
         p_(p),
@@ -35,6 +39,7 @@ class BwdOp : public Op {
         dbias_(dbias),
         dbias_bytes_(dbias_bytes),
         sm_count_(sm_count),
+        chain_(chain),
         delta_(std::move(delta)),
         dq_accum_(std::move(dq_accum)),
         dbias_accum_(std::move(dbias_accum)) {
@@ -50,15 +55,15 @@ class BwdOp : public Op {
     if (dbias_ == 3) FFPA_CUDA(cudaMemsetAsync(p_.dbias, 0, dbias_bytes_, s));
     if (dbias_accum_) FFPA_CUDA(cudaMemsetAsync(dbias_accum_.get(), 0, dbias_accum_.bytes(), s));
     const long long rows = static_cast<long long>(p_.fwd.B) * p_.fwd.Hq * p_.fwd.Nq;
-    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(pre_),
-                               dim3(static_cast<unsigned>((rows + 7) / 8)), dim3(256), args, 0, s));
-    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(main_), grid_, dim3(threads_), args,
-                               static_cast<size_t>(smem_), s));
+    gpu::launch(reinterpret_cast<const void*>(pre_), dim3(static_cast<unsigned>((rows + 7) / 8)),
+                dim3(256), 0, s, args);
+    gpu::launch(reinterpret_cast<const void*>(main_), grid_, dim3(threads_),
+                static_cast<size_t>(smem_), s, args, chain_ == Chain::all);
     const long long pairs = rows * (p_.fwd.D / 2);
     const long long blocks = std::min<long long>((pairs + 255) / 256, 8LL * sm_count_);
-    FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(convert_),
-                               dim3(static_cast<unsigned>(std::max(1LL, blocks))), dim3(256), args,
-                               0, s));
+    gpu::launch(reinterpret_cast<const void*>(convert_),
+                dim3(static_cast<unsigned>(std::max(1LL, blocks))), dim3(256), 0, s, args,
+                chain_ != Chain::none);
   }
   int64_t extra_bytes() const override {
     return static_cast<int64_t>(delta_.bytes() + dq_accum_.bytes() + dbias_accum_.bytes());
@@ -68,6 +73,9 @@ class BwdOp : public Op {
         "preprocess (delta, dQ accumulator zeroed) + dK/dV kernel (dQ fp32 atomics) + dQ convert";
     if (dbias_ == 1 || dbias_ == 2) s += " + dBias zeroing and convert";
     if (dbias_ == 3) s += " + dBias memset";
+    if (chain_ != Chain::none)
+      s += chain_ == Chain::all ? " (all three chained by programmatic dependent launch)"
+                                : " (the convert chained by programmatic dependent launch)";
     return s;
   }
 
@@ -78,6 +86,7 @@ class BwdOp : public Op {
   int threads_, smem_, dbias_;
   size_t dbias_bytes_;
   int sm_count_;
+  Chain chain_;
   gpu::DeviceBuffer delta_, dq_accum_, dbias_accum_;
   cudaKernel_t pre_ = nullptr, main_ = nullptr, convert_ = nullptr;
 };
@@ -204,7 +213,8 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
 
 std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, const char* main_kernel,
                             int Bc, int threads, int smem, const FfpaBwdParams& params,
-                            const gpu::DeviceInfo& dev, int cluster, int64_t dq_floats) {
+                            const gpu::DeviceInfo& dev, int cluster, int64_t dq_floats,
+                            bool main_waits) {
   // 16-byte cp.async / vector loads of q, k, v, o, dO rows; 4-byte stores of dq, dk, dv pairs.
   const FfpaFwdParams& f = params.fwd;
   if (!qkvo_aligned(f, 8) ||
@@ -238,8 +248,10 @@ std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, cons
   p.dbias_accum = dbias_accum ? dbias_accum.as<float>() : nullptr;
   const size_t dbias_bytes =
       ft.dbias == 3 ? static_cast<size_t>(pr.bias_elems()) * (ft.bias == 1 ? 4 : 2) : 0;
+  // Programmatic dependent launch needs sm_90 (the cubins are compiled for the device's arch).
+  const Chain chain = dev.sm_major < 9 ? Chain::none : main_waits ? Chain::all : Chain::convert;
   return std::make_unique<BwdOp>(nvrtc::Library(comp.cubin), main_kernel, p, grid, threads, smem,
-                                 ft.dbias, dbias_bytes, dev.sm_count, std::move(delta),
+                                 ft.dbias, dbias_bytes, dev.sm_count, chain, std::move(delta),
                                  std::move(dq_accum), std::move(dbias_accum));
 }
 

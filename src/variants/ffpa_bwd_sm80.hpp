@@ -71,10 +71,14 @@ std::unique_ptr<Op> bind(const Problem&, const Config&, const FfpaBwdParams& par
 // Bc keys, kv head and batch, the key tiles rounded up to a multiple of `cluster`; `threads`,
 // `smem` bytes of dynamic shared memory) and ffpa_bwd_convert_kernel of `comp` in an Op.
 // `dq_floats`: the dq_accum workspace when the kernels use their own layout of it (0: [B, Hq, Nq,
-// D]). Throws Unsupported when the tensors are misaligned.
+// D]). `main_waits`: the main kernel calls grid_dependency_wait (kernels/ffpa_common.cuh)
+// before it reads delta or touches dq_accum, so on sm_90 it is launched early, its first loads
+// overlapping the preprocess. On sm_90 the convert kernel is always launched early (it waits).
+// Throws Unsupported when the tensors are misaligned.
 std::unique_ptr<Op> make_op(const Problem&, const nvrtc::Compiled& comp, const char* main_kernel,
                             int Bc, int threads, int smem, const FfpaBwdParams& params,
-                            const gpu::DeviceInfo&, int cluster = 1, int64_t dq_floats = 0);
+                            const gpu::DeviceInfo&, int cluster = 1, int64_t dq_floats = 0,
+                            bool main_waits = false);
 
 }  // namespace ffpa::bwd
 

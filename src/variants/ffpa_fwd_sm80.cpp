@@ -19,13 +19,15 @@ constexpr int kRegisterOverhead = 40;
 
 class FwdOp : public Op {
  public:
+  // early_merge: the merge kernel is launched early (sm_90, gpu::launch); it waits.
   FwdOp(nvrtc::Library lib, const FfpaFwdParams& p, dim3 grid, int threads, int smem,
-        gpu::DeviceBuffer opart, gpu::DeviceBuffer lpart)
+        bool early_merge, gpu::DeviceBuffer opart, gpu::DeviceBuffer lpart)
       : lib_(std::move(lib)),
         p_(p),
         grid_(grid),
         threads_(threads),
         smem_(smem),
+        early_merge_(early_merge),
         opart_(std::move(opart)),
         lpart_(std::move(lpart)) {
     fwd_ = lib_.kernel("ffpa_fwd_kernel");
@@ -40,15 +42,16 @@ class FwdOp : public Op {
                                static_cast<size_t>(smem_), s));
     if (merge_) {
       const long long rows = static_cast<long long>(p_.B) * p_.Hq * p_.Nq;
-      FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(merge_),
-                                 dim3(static_cast<unsigned>(rows)), dim3(128), args, 0, s));
+      gpu::launch(reinterpret_cast<const void*>(merge_), dim3(static_cast<unsigned>(rows)),
+                  dim3(128), 0, s, args, early_merge_);
     }
   }
   int64_t extra_bytes() const override {
     return static_cast<int64_t>(opart_.bytes() + lpart_.bytes());
   }
   std::string includes() const override {
-    return merge_ ? "split-KV forward (" + std::to_string(p_.num_splits) + " splits) + merge"
+    return merge_ ? "split-KV forward (" + std::to_string(p_.num_splits) + " splits) + merge" +
+                        (early_merge_ ? " (chained by programmatic dependent launch)" : "")
                   : "forward";
   }
 
@@ -57,6 +60,7 @@ class FwdOp : public Op {
   FfpaFwdParams p_;
   dim3 grid_;
   int threads_, smem_;
+  bool early_merge_;
   gpu::DeviceBuffer opart_, lpart_;
   cudaKernel_t fwd_ = nullptr, merge_ = nullptr;
 };
@@ -201,8 +205,9 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
     throw Unsupported("split-KV merge grid: B*Hq*Nq exceeds 2^31");
   const dim3 grid =
       launch_grid((sh.group() * sh.Nq + c.Br - 1) / c.Br, sh.Hkv, sh.B * p.num_splits);
+  // Programmatic dependent launch needs sm_90 (the cubins are compiled for the device's arch).
   return std::make_unique<FwdOp>(nvrtc::Library(comp.cubin), p, grid, c.threads(), smem_bytes(c, D),
-                                 std::move(opart), std::move(lpart));
+                                 dev.sm_major >= 9, std::move(opart), std::move(lpart));
 }
 
 }  // namespace ffpa::fwd
