@@ -20,11 +20,12 @@ struct FfpaFwdParams {
   int B, Hq, Hkv, Nq, Nkv, D;
   int group;  // Hq / Hkv: q head h reads kv head h / group
   float scale;
-  float scale_log2;               // scale * log2(e)
-  int causal;                     // 0 none, 1 bottom-right, 2 top-left
-  float dropout_p;                // 0 disables dropout
-  unsigned int dropout_keep_min;  // an element keeps iff its Philox word >= this (ffpa_keep_min)
-  float dropout_scale;            // 1 / (1 - p)
+  float scale_log2;  // scale * log2(e)
+  int causal;        // 0 none, 1 bottom-right, 2 top-left
+  // Dropout (compiled in by FFPA_DROPOUT): an element keeps iff its Philox word >= this
+  // (ffpa_keep_min of the probability p).
+  unsigned int dropout_keep_min;
+  float dropout_scale;  // 1 / (1 - p)
   unsigned long long dropout_seed, dropout_offset;
   // Split-KV (decode): partial outputs in fp32, merged by a second kernel.
   int num_splits;

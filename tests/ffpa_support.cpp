@@ -294,8 +294,7 @@ FfpaFwdParams contiguous_params(const Problem& pr, const HostAttnInputs& in) {
   p.scale = static_cast<float>(pr.scale());
   p.scale_log2 = static_cast<float>(pr.scale() * 1.4426950408889634);
   p.causal = pr.causal == Causal::bottom_right ? 1 : pr.causal == Causal::top_left ? 2 : 0;
-  p.dropout_p = static_cast<float>(pr.dropout);
-  p.dropout_keep_min = ffpa_keep_min(p.dropout_p);
+  p.dropout_keep_min = ffpa_keep_min(static_cast<float>(pr.dropout));
   p.dropout_scale = static_cast<float>(1.0 / (1.0 - pr.dropout));
   p.dropout_seed = in.dropout_seed;
   p.dropout_offset = in.dropout_offset;

@@ -107,8 +107,7 @@ FfpaFwdParams AttnTensors::fwd_params() const {
   f.scale = static_cast<float>(p.scale());
   f.scale_log2 = static_cast<float>(p.scale() * M_LOG2E);
   f.causal = p.causal == Causal::none ? 0 : p.causal == Causal::bottom_right ? 1 : 2;
-  f.dropout_p = static_cast<float>(p.dropout);
-  f.dropout_keep_min = ffpa_keep_min(f.dropout_p);
+  f.dropout_keep_min = ffpa_keep_min(static_cast<float>(p.dropout));
   f.dropout_scale = p.dropout > 0 ? static_cast<float>(1.0 / (1.0 - p.dropout)) : 1.f;
   f.dropout_seed = dropout_seed;
   f.dropout_offset = dropout_offset;
