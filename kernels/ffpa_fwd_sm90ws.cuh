@@ -22,6 +22,7 @@
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DROPOUT as in ffpa_fwd.cuh (no split-KV here): the
 //                 bias is read from global memory in the softmax (any broadcast shape, through its
 //                 strides; a key bias stays in L1), the keep bits are drawn there per element pair
+//                 (in the seesaw a key block ahead, under the consumer's own PV groups: AHEAD)
 //
 // A CTA holds 64 query rows (of the packed group * Nq rows of one kv head) and walks the keys in
 // pairs of 64-key blocks. Consumer c (0 or 1) owns block 2t + c of pair t:
@@ -69,6 +70,9 @@ constexpr int RC = R / 2;  // slots of each consumer's ring
 constexpr int CL = FFPA_CLUSTER;
 constexpr bool PSMEM = FFPA_PSMEM;
 constexpr bool SEESAW = FFPA_SEESAW;
+// With dropout in the seesaw each consumer draws the keep bits of its next key block under its
+// own PV groups (tensor work): both softmaxes lie in the pair's chain, the draws then do not.
+constexpr bool AHEAD = SEESAW && FFPA_DROPOUT;
 constexpr int DP = (D + 63) / 64 * 64;  // zero-filled past D (TMA and the Q load)
 constexpr int NP = DP / 64;             // 64-column panels of Q and K
 constexpr int SPLIT = FFPA_SPLIT;
@@ -99,6 +103,8 @@ static_assert(R % 2 == 0 && RC >= 2, "two rings of at least two slots");
 // In the seesaw consumer 1 keeps its P_0 V_2t groups in flight through its softmax, so its ring
 // holds all its V panels of a block at once (check() refuses smaller rings with the reason).
 static_assert(RC >= NP1, "consumer 1's ring holds its V panels of a block");
+// Drawing ahead, consumer 0 holds its P_0 V_2t groups in flight too.
+static_assert(!AHEAD || RC >= NP0, "consumer 0's ring holds its V panels of a block");
 
 // Named barriers (0 is __syncthreads): consumer 0's P and maximum published (consumer 0 arrives,
 // consumer 1 waits), consumer 1's (the other way round), Q and the row table loaded, the row
@@ -238,6 +244,14 @@ __device__ __forceinline__ void pv(float (&o)[NPC<C>][8][4], const u32 (&a)[4][4
   }
 }
 
+// Retires the groups pv<C, false> left in flight and releases their slots.
+template <int C>
+__device__ __forceinline__ void retire_pv(const Ring& ring, int t, int i, int lane) {
+  wgmma_wait<0>();
+#pragma unroll
+  for (int k = 0; k < NPC<C>; ++k) release(ring, seq_v<C>(t, i, k), lane);
+}
+
 // One consumer warpgroup (C = 0 or 1) over all pairs, then its part of the epilogue.
 template <int C>
 __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, float* sstat,
@@ -284,6 +298,25 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[c][n][e] = 0.f;
   float m_run[2] = {NEG_INF, NEG_INF}, l_run[2] = {0.f, 0.f};
+#if FFPA_DROPOUT
+  // Keep bits of this thread's 32 elements of key block j (lanes 2i and 2i + 1 share each
+  // Philox block); a dropped element's half of its packed pair is zeroed in the softmax. The
+  // seed and the smallest kept word come from shared memory: kept in registers across the pair
+  // loop, one of them is what ptxas spilled.
+  auto draw = [&](int key0) {  // key0: the key of this thread's first S column
+    const int drow = wq * 16 + (lane >> 2) + (lane & 1) * 8;
+    const unsigned long long gi =
+        p.dropout_offset +
+        (((unsigned long long)b * p.Hq + srow[BR + drow]) * p.Nq + srow[drow]) *
+            (unsigned long long)p.Nkv +
+        key0 - (lane & 1) * 2;
+    const unsigned long long seed = sdrop->seed;
+    const u32 kmin = sdrop->kmin;
+    return dropout_keep_bits<8>(seed, gi, kmin, lane);
+  };
+  u32 keep = 0;  // AHEAD: block 2t + C's, drawn under the PV groups of the pair before
+  if (AHEAD && npairs > 0) keep = draw(C * BC + (lane & 3) * 2);
+#endif
 
   for (int t = 0; t < npairs; ++t) {
     const int j = 2 * t + C;  // this consumer's key block
@@ -402,20 +435,8 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     }
 #if FFPA_DROPOUT
     {
-      // Keep bits of this thread's 32 elements (lanes 2i and 2i + 1 share each Philox block),
-      // drawn once S is dead so the Philox state does not compete with it; a dropped element's
-      // half of its packed pair is zeroed (0 in both 16-bit types).
-      const int drow = wq * 16 + (lane >> 2) + (lane & 1) * 8;
-      const unsigned long long gi =
-          p.dropout_offset +
-          (((unsigned long long)b * p.Hq + srow[BR + drow]) * p.Nq + srow[drow]) *
-              (unsigned long long)p.Nkv +
-          key0 - (lane & 1) * 2;
-      // The seed and the smallest kept word come from shared memory here: kept in registers
-      // across the pair loop, one of them is what ptxas spilled.
-      const unsigned long long seed = sdrop->seed;
-      const u32 kmin = sdrop->kmin;
-      const u32 keep = dropout_keep_bits<8>(seed, gi, kmin, lane);
+      // In lock-step drawn here, once S is dead, so the Philox state does not compete with it.
+      if (!AHEAD) keep = draw(key0);
 #pragma unroll
       for (int n = 0; n < 8; ++n)
 #pragma unroll
@@ -449,7 +470,15 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       named_arrive(BAR_P0, 256);
       rescale(o, g);
       if (!PSMEM) fence_regs(pa);
-      pv<C, true>(o, pa, sPown, ring, t, 0, lane);
+      if constexpr (AHEAD) {
+        pv<C, false>(o, pa, sPown, ring, t, 0, lane);
+#if FFPA_DROPOUT
+        if (t + 1 < npairs) keep = draw((j + 2) * BC + (lane & 3) * 2);
+#endif
+        retire_pv<C>(ring, t, 0, lane);
+      } else {
+        pv<C, true>(o, pa, sPown, ring, t, 0, lane);
+      }
       // Consumer 1's maximum (rarely above this one's) and P_1.
       named_sync(BAR_P1, 256);
       float f[2];
@@ -463,13 +492,19 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     } else {
       // P_0 V_2t retired: its slots go back and sP[0] is no longer read, so consumer 0 may
       // overwrite it once this consumer arrives.
-      wgmma_wait<0>();
-#pragma unroll
-      for (int k = 0; k < NO; ++k) release(ring, seq_v<C>(t, 0, k), lane);
+      retire_pv<C>(ring, t, 0, lane);
       named_arrive(BAR_P1, 256);
       rescale(o, g);
       if (!PSMEM) fence_regs(pa);
-      pv<C, true>(o, pa, sPown, ring, t, 1, lane);
+      if constexpr (AHEAD) {
+        pv<C, false>(o, pa, sPown, ring, t, 1, lane);
+#if FFPA_DROPOUT
+        if (t + 1 < npairs) keep = draw((j + 2) * BC + (lane & 3) * 2);
+#endif
+        retire_pv<C>(ring, t, 1, lane);
+      } else {
+        pv<C, true>(o, pa, sPown, ring, t, 1, lane);
+      }
     }
   }
 #pragma unroll

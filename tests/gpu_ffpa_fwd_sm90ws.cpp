@@ -109,9 +109,14 @@ TEST_CASE("sm90ws: seesaw and lock-step", "[gpu]") {
     p.causal = Causal::bottom_right;
     p.bias = BiasKind::key;
     p.dropout = 0.1;
-    // With dropout the seesaw takes P from shared memory: consumer 1 holding P_0 in registers
-    // through its softmax spills (ptxas, 24 bytes), and bind() would refuse it.
-    expect_close(p, fwd90ws::Config{16, 1, seesaw, seesaw});
+    // With dropout the seesaw draws the keep bits a block ahead (P from registers or sP).
+    for (int psmem : {0, 1}) expect_close(p, fwd90ws::Config{16, 1, psmem, seesaw});
+    // 7 key blocks: the last pair's second is empty.
+    Problem d = make(2, 4, 2, 300, 400, 320, Dtype::fp16);
+    d.dropout = 0.2;
+    expect_close(d, fwd90ws::Config{6, 1, 0, seesaw});  // consumer 0's ring: its 3 V panels
+    d.causal = Causal::top_left;
+    expect_close(d, fwd90ws::Config{16, 1, 0, seesaw, 1});
     expect_close(make(2, 2, 1, 300, 700, 320, Dtype::fp16), fwd90ws::Config{16, 1, 0, seesaw});
     expect_close(make(2, 2, 1, 300, 700, 320, Dtype::fp16), fwd90ws::Config{16, 1, 1, seesaw});
     Problem q = make(1, 2, 2, 200, 390, 1024);
@@ -259,7 +264,7 @@ TEST_CASE("sm90ws forward timings", "[.][bench]") {
     for (int rep = 0; rep < 2; ++rep)
       for (int seesaw : {0, 1}) bench("seesaw", self, fwd90ws::Config{16, 1, 0, seesaw});
     for (int seesaw : {0, 1}) {
-      bench("dropout", drop, fwd90ws::Config{16, 1, seesaw, seesaw});
+      for (int psmem : {0, 1}) bench("dropout", drop, fwd90ws::Config{16, 1, psmem, seesaw});
       bench("bias", biased, fwd90ws::Config{16, 1, 0, seesaw});
     }
   }

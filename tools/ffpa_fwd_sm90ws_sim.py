@@ -6,7 +6,9 @@ Each CTA of a cluster has two producers (one thread each, filling one consumer's
 two consumer warpgroups (modelled as their 4 warps acting together). The simulator mirrors the
 kernel's sequence functions (seq_k, seq_v), the producers' loop order, the release rules (a
 panel's slot is released after the next panel's group is committed, the last one after wait<0>;
-consumer 1's P_0 V_2t groups stay in flight through its softmax and are released together), the
+consumer 1's P_0 V_2t groups stay in flight through its softmax and are released together; with
+dropout in the seesaw the PV groups that follow each consumer's own hand-off (consumer 0's
+P_0 V_2t, consumer 1's P_1 V_2t+1) stay in flight while it draws the next block's keep bits), the
 mbarrier phase/parity rules (a fresh barrier is in phase 0; waiting for parity 1 passes), the
 expect_tx/complete_tx accounting of multicast halves, and the hand-offs: consumer 0 publishes its
 P tile and maximum and arrives on BAR_P0, consumer 1 waits there, reads them, publishes its own and
@@ -105,11 +107,13 @@ def producer_order(NP, NPO, own, npairs, c, split=0):
     return out
 
 
-def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0):
+def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=False):
     RC = R // 2
     own = own_panels(NPO, odd)
     if RC < own[1]:
         return False  # consumer 1 holds all its V panels of a block at once: refused
+    if ahead and RC < own[0]:
+        return False  # drawing ahead, consumer 0 does too: refused
     half = 8192 // CL
     orders = [producer_order(NP, NPO, own, npairs, c, split) for c in range(2)]
     for c in range(2):
@@ -166,6 +170,14 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0):
         ring["held"][s] += 1
         yield True
 
+    def held(cta, c, panels):
+        """The groups in flight while the consumer draws keep bits, then retired together."""
+        yield from group(cta, c, panels, retire=False)
+        yield True  # the draws
+        for seq, _ in panels:
+            release(cta, c, seq)
+        yield True
+
     def group(cta, c, panels, retire=True):
         """One wgmma group per panel; with retire, release as the kernel does."""
         prev = None
@@ -216,7 +228,7 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0):
                 publish(cta, 0, t)  # P_0 and the maximum, then BAR_P0
                 x["bar"][0].arrive()
                 yield True
-                yield from group(cta, 0, v_panels[0])
+                yield from (held if ahead else group)(cta, 0, v_panels[0])
                 yield from x["bar"][1].sync()
                 take(cta, 0, t)
                 yield from group(cta, 0, v_panels[1])
@@ -234,7 +246,7 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0):
                 yield True
                 x["bar"][1].arrive()
                 yield True
-                yield from group(cta, 1, v_panels[1])
+                yield from (held if ahead else group)(cta, 1, v_panels[1])
 
     actors = []
     for cta in range(CL):
@@ -269,18 +281,21 @@ def main():
         for R in (4, 6, 8, 12, 16, 18):
             for npairs in (0, 1, 2, 3, 5):
                 for CL in (1, 2):
-                    for seesaw in (True, True, False):
+                    # the seesaw twice: without and with dropout (keep bits drawn ahead)
+                    for seesaw, ahead in ((True, False), (True, True), (False, False)):
                         # an odd panel count: its extra panel with consumer 0, then with 1
                         for odd in (0, 1) if NP % 2 else (0,):
-                            cases += simulate(NP, NP, R, npairs, CL, rng, seesaw=seesaw, odd=odd)
+                            cases += simulate(NP, NP, R, npairs, CL, rng, seesaw=seesaw, odd=odd,
+                                              ahead=ahead)
     # D > 512: two CTAs a query block, each streaming its share of V (the last partly past D).
     for NP, NPO in ((9, 5), (12, 6), (16, 8)):
         for R in (4, 8, 10):
             for npairs in (1, 2, 3):
                 for split in (0, 1):
-                    for seesaw in (True, False):
+                    for seesaw, ahead in ((True, False), (True, True), (False, False)):
                         for odd in (0, 1) if NPO % 2 else (0,):
-                            cases += simulate(NP, NPO, R, npairs, 1, rng, split, seesaw, odd)
+                            cases += simulate(NP, NPO, R, npairs, 1, rng, split, seesaw, odd,
+                                              ahead)
     print(f"ffpa_fwd_sm90ws protocol: {cases} random schedules, no deadlock, no stale or "
           "overwritten panel, P tile or maximum")
 

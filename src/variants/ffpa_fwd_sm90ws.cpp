@@ -150,6 +150,13 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
   if (c.cluster > 1 && splits(D) > 1)
     throw Unsupported("cluster=" + std::to_string(c.cluster) + ": at D=" + std::to_string(D) +
                       " the CTAs of a query block read different V columns");
+  // Drawing the keep bits ahead, consumer 0 holds its V panels of a block in flight as well.
+  const int opanels = (padded_d(D, 64) / 64 + splits(D) - 1) / splits(D);
+  const int panels0 = (opanels + 1 - c.oddpanel) / 2;
+  if (c.seesaw && pr.dropout > 0 && c.slots / 2 < panels0)
+    throw Unsupported("slots=" + std::to_string(c.slots) +
+                      ": with dropout the seesaw holds consumer 0's " + std::to_string(panels0) +
+                      " V panels of a block in flight too (rings of at least that many slots)");
   if (c.cluster > 1 && pr.causal != Causal::none)
     throw Unsupported("cluster=" + std::to_string(c.cluster) +
                       ": the CTAs of a cluster share the key stream, causal blocks differ in "
