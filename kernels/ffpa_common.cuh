@@ -195,15 +195,16 @@ __device__ __forceinline__ u32 keep_pair_swap(u32 n, bool odd) {
 // (ncu on the forward's dropout row: instruction fetch stalls 22 % of the samples, most after
 // the per-slice branch of keep4). The nibbles are gathered first and swapped between the lane
 // pair after the branch (a shuffle must not sit in a branch that lanes of different rows may
-// take differently).
-template <int NS>
+// take differently). UNROLL: aligned slices unrolled (1: one Philox block of code, for a draw
+// off the hot path).
+template <int NS, int UNROLL = 4>
 __device__ __forceinline__ u32 dropout_keep_bits(unsigned long long seed, unsigned long long g,
                                                  u32 kmin, int lane) {
   static_assert(NS * 4 <= 32, "keep bits fit one register");
   const u32 o = (u32)g & 3;  // the same for every slice: they are 8 apart
   u32 nib = 0;
   if (o == 0) {
-#pragma unroll 4
+#pragma unroll UNROLL
     for (int ns = 0; ns < NS; ++ns)
       nib |= kept_nibble(ffpa_philox_block(seed, (g >> 2) + ns * 2), kmin) << (ns * 4);
   } else {

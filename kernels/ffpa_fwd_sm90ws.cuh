@@ -299,23 +299,24 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       for (int e = 0; e < 4; ++e) o[c][n][e] = 0.f;
   float m_run[2] = {NEG_INF, NEG_INF}, l_run[2] = {0.f, 0.f};
 #if FFPA_DROPOUT
-  // Keep bits of this thread's 32 elements of key block j (lanes 2i and 2i + 1 share each
-  // Philox block); a dropped element's half of its packed pair is zeroed in the softmax. The
-  // seed and the smallest kept word come from shared memory: kept in registers across the pair
-  // loop, one of them is what ptxas spilled.
-  auto draw = [&](int key0) {  // key0: the key of this thread's first S column
+  // Keep bits of this thread's 32 elements of a key block (lanes 2i and 2i + 1 share each
+  // Philox block); a dropped element's half of its packed pair is zeroed in the softmax. key0:
+  // the key of this thread's first S column. The seed and the smallest kept word come from
+  // shared memory: kept in registers across the pair loop, one of them is what ptxas spilled.
+  auto pos = [&](int key0) {  // this thread's stream position at key0
     const int drow = wq * 16 + (lane >> 2) + (lane & 1) * 8;
-    const unsigned long long gi =
-        p.dropout_offset +
-        (((unsigned long long)b * p.Hq + srow[BR + drow]) * p.Nq + srow[drow]) *
-            (unsigned long long)p.Nkv +
-        key0 - (lane & 1) * 2;
-    const unsigned long long seed = sdrop->seed;
-    const u32 kmin = sdrop->kmin;
-    return dropout_keep_bits<8>(seed, gi, kmin, lane);
+    return p.dropout_offset +
+           (((unsigned long long)b * p.Hq + srow[BR + drow]) * p.Nq + srow[drow]) *
+               (unsigned long long)p.Nkv +
+           key0 - (lane & 1) * 2;
+  };
+  auto draw = [&](int key0) {
+    return dropout_keep_bits<8>(sdrop->seed, pos(key0), sdrop->kmin, lane);
   };
   u32 keep = 0;  // AHEAD: block 2t + C's, drawn under the PV groups of the pair before
-  if (AHEAD && npairs > 0) keep = draw(C * BC + (lane & 3) * 2);
+  // The first block's once, rolled: one Philox block of code (fetch stalls cost the dropout row).
+  if (AHEAD && npairs > 0)
+    keep = dropout_keep_bits<8, 1>(sdrop->seed, pos(C * BC + (lane & 3) * 2), sdrop->kmin, lane);
 #endif
 
   for (int t = 0; t < npairs; ++t) {
