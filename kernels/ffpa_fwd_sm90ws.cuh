@@ -13,6 +13,9 @@
 //                 their row maxima and then their P tiles each pair, both softmaxes at once. The
 //                 seesaw serializes the two softmaxes in each pair's critical path: with a bias
 //                 or dropout (long softmaxes) lock-step can be faster
+//   FFPA_LEAD     1 (seesaw only): consumer 0 issues pair t's QK before it waits for consumer 1's
+//                 P of pair t - 1, so its own wait at BAR_P1 lies under tensor work; its ring
+//                 then streams V of block 2t - 1 after K of block 2t
 //   FFPA_ODDPANEL the consumer (0 or 1) that owns the odd O panel when a CTA has an odd count
 //                 (D = 320: 3 | 2 or 2 | 3): in the seesaw consumer 0's softmax lies in the pair's
 //                 chain unoverlapped, consumer 1's under its own PV wgmmas
@@ -73,6 +76,7 @@ constexpr bool SEESAW = FFPA_SEESAW;
 // With dropout in the seesaw each consumer draws the keep bits of its next key block under its
 // own PV groups (tensor work): both softmaxes lie in the pair's chain, the draws then do not.
 constexpr bool AHEAD = SEESAW && FFPA_DROPOUT;
+constexpr bool LEAD = SEESAW && FFPA_LEAD;
 constexpr int DP = (D + 63) / 64 * 64;  // zero-filled past D (TMA and the Q load)
 constexpr int NP = DP / 64;             // 64-column panels of Q and K
 constexpr int SPLIT = FFPA_SPLIT;
@@ -136,15 +140,24 @@ __device__ __forceinline__ Ring ring_of(u32 sQ) {
 
 template <int C>
 constexpr int NPC = C == 0 ? NP0 : NP1;  // O panels of consumer C
+template <int C>
+constexpr bool LEADS = LEAD&& C == 0;  // consumer C leads (FFPA_LEAD)
 
 // Sequence numbers in consumer C's ring (its producer's order) of pair t: K panel q of block
-// 2t + C, then V panel k (of C's O columns) of block 2t + i, i = 0 then 1.
+// 2t + C, then V panel k (of C's O columns) of block 2t + i, i = 0 then 1. When consumer 0
+// leads, its ring holds per pair K of block 2t, V of block 2t - 1 (t > 0), V of block 2t, and
+// after the last pair V of its last odd block: V of block 2t + 1 follows K of block 2t + 2.
 template <int C>
 __device__ __forceinline__ int seq_k(int t, int q) {
+  if constexpr (LEADS<C>) return max(0, t * (NP + 2 * NP0) - NP0) + q;
   return t * (NP + 2 * NPC<C>)+q;
 }
 template <int C>
-__device__ __forceinline__ int seq_v(int t, int i, int k) {
+__device__ __forceinline__ int seq_v(int t, int i, int k, int npairs) {
+  if constexpr (LEADS<C>) {
+    constexpr int U = NP + 2 * NP0;
+    return i == 0 ? t * U + NP + k : (t + 1) * U - NP0 + (t + 1 < npairs ? NP : 0) + k;
+  }
   return t * (NP + 2 * NPC<C>)+NP + i * NPC<C> + k;
 }
 
@@ -183,6 +196,21 @@ __device__ __forceinline__ void produce_ring(const FfpaTmaDesc& tk, const FfpaTm
                                              int split) {
   const int v0 = split * NPO + (C == 0 ? 0 : NP0);  // the consumer's V panels
   int seq = 0;
+  if constexpr (LEADS<C>) {
+#pragma unroll 1
+    for (int t = 0; t < npairs; ++t) {
+#pragma unroll 1
+      for (int q = 0; q < NP; ++q) produce(ring, tk, seq++, 2 * t, q, kvh, b, rank);
+#pragma unroll 1
+      for (int i = t > 0 ? -1 : 0; i < 1; ++i)
+#pragma unroll 1
+        for (int k = 0; k < NP0; ++k) produce(ring, tv, seq++, 2 * t + i, v0 + k, kvh, b, rank);
+    }
+#pragma unroll 1
+    for (int k = 0; k < (npairs > 0 ? NP0 : 0); ++k)
+      produce(ring, tv, seq++, 2 * npairs - 1, v0 + k, kvh, b, rank);
+    return;
+  }
   for (int t = 0; t < npairs; ++t) {
     // Rolled loops: unrolled, they need more than the producer's 24 registers at D > 896.
 #pragma unroll 1
@@ -217,10 +245,10 @@ __device__ __forceinline__ void rescale(float (&o)[N][8][4], const float (&f)[2]
 // without, the groups stay in flight and the caller retires and releases them.
 template <int C, bool RETIRE>
 __device__ __forceinline__ void pv(float (&o)[NPC<C>][8][4], const u32 (&a)[4][4], u32 sPi,
-                                   const Ring& ring, int t, int i, int lane) {
+                                   const Ring& ring, int t, int i, int npairs, int lane) {
 #pragma unroll
   for (int k = 0; k < NPC<C>; ++k) {
-    const int seq = seq_v<C>(t, i, k);
+    const int seq = seq_v<C>(t, i, k, npairs);
     mbar_wait(ring.full(seq), Ring::parity(seq));
     const u32 sv = ring.slot(seq);
     wgmma_fence();
@@ -235,21 +263,21 @@ __device__ __forceinline__ void pv(float (&o)[NPC<C>][8][4], const u32 (&a)[4][4
     wgmma_commit();
     if (RETIRE && k > 0) {
       wgmma_wait<1>();
-      release(ring, seq_v<C>(t, i, k - 1), lane);
+      release(ring, seq_v<C>(t, i, k - 1, npairs), lane);
     }
   }
   if (RETIRE) {
     wgmma_wait<0>();
-    release(ring, seq_v<C>(t, i, NPC<C> - 1), lane);
+    release(ring, seq_v<C>(t, i, NPC<C> - 1, npairs), lane);
   }
 }
 
 // Retires the groups pv<C, false> left in flight and releases their slots.
 template <int C>
-__device__ __forceinline__ void retire_pv(const Ring& ring, int t, int i, int lane) {
+__device__ __forceinline__ void retire_pv(const Ring& ring, int t, int i, int npairs, int lane) {
   wgmma_wait<0>();
 #pragma unroll
-  for (int k = 0; k < NPC<C>; ++k) release(ring, seq_v<C>(t, i, k), lane);
+  for (int k = 0; k < NPC<C>; ++k) release(ring, seq_v<C>(t, i, k, npairs), lane);
 }
 
 // One consumer warpgroup (C = 0 or 1) over all pairs, then its part of the epilogue.
@@ -319,6 +347,26 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     keep = dropout_keep_bits<8, 1>(sdrop->seed, pos(C * BC + (lane & 3) * 2), sdrop->kmin, lane);
 #endif
 
+  // Consumer 0 in the seesaw: consumer 1's maximum (rarely above this one's) and P_1 of pair
+  // tp, then P_1 V_2tp+1. kseq >= 0 (leading): the slot of the last QK group, still in flight,
+  // retired and released before the PV groups need the ring.
+  auto pv_p1 = [&](int tp, int kseq) {
+    named_sync(BAR_P1, 256);
+    if (kseq >= 0) {
+      wgmma_wait<0>();
+      release(ring, kseq, lane);
+    }
+    float f[2];
+    adopt(smax + BR, m_run, l_run, f);
+    rescale(o, f);
+    u32 pb[4][4];
+    if (!PSMEM) {
+      load_p(opaque(sP + BR * BC * 2), pb);
+      fence_regs(pb);
+    }
+    pv<C, true>(o, pb, opaque(sP + BR * BC * 2), ring, tp, 1, npairs, lane);
+  };
+
   for (int t = 0; t < npairs; ++t) {
     const int j = 2 * t + C;  // this consumer's key block
 
@@ -346,8 +394,14 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
         release(ring, seq_k<C>(t, q - 1), lane);
       }
     }
-    wgmma_wait<0>();
-    release(ring, seq_k<C>(t, NP - 1), lane);
+    if (LEADS<C> && t > 0) {
+      // Leading: the QK groups run while consumer 1's P_1 of the pair before arrives; P_1
+      // V_2t-1 follows them.
+      pv_p1(t - 1, seq_k<C>(t, NP - 1));
+    } else {
+      wgmma_wait<0>();
+      release(ring, seq_k<C>(t, NP - 1), lane);
+    }
     fence_acc(s);
 
     // Scores in log2 units, masked; the row maxima of this block.
@@ -405,7 +459,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
         load_p(opaque(sP), pb);
         fence_regs(pb);
       }
-      pv<C, false>(o, pb, opaque(sP), ring, t, 0, lane);
+      pv<C, false>(o, pb, opaque(sP), ring, t, 0, npairs, lane);
     }
 
     // Fold this block's maxima into the running maximum, lazily: it moves only when a row's
@@ -465,49 +519,41 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
         fence_regs(pa);
       }
       rescale(o, g);
-      pv<C, true>(o, C == 0 ? pa : pb, opaque(sP), ring, t, 0, lane);
-      pv<C, true>(o, C == 0 ? pb : pa, opaque(sP + BR * BC * 2), ring, t, 1, lane);
+      pv<C, true>(o, C == 0 ? pa : pb, opaque(sP), ring, t, 0, npairs, lane);
+      pv<C, true>(o, C == 0 ? pb : pa, opaque(sP + BR * BC * 2), ring, t, 1, npairs, lane);
     } else if constexpr (C == 0) {
       named_arrive(BAR_P0, 256);
       rescale(o, g);
       if (!PSMEM) fence_regs(pa);
       if constexpr (AHEAD) {
-        pv<C, false>(o, pa, sPown, ring, t, 0, lane);
+        pv<C, false>(o, pa, sPown, ring, t, 0, npairs, lane);
 #if FFPA_DROPOUT
         if (t + 1 < npairs) keep = draw((j + 2) * BC + (lane & 3) * 2);
 #endif
-        retire_pv<C>(ring, t, 0, lane);
+        retire_pv<C>(ring, t, 0, npairs, lane);
       } else {
-        pv<C, true>(o, pa, sPown, ring, t, 0, lane);
+        pv<C, true>(o, pa, sPown, ring, t, 0, npairs, lane);
       }
-      // Consumer 1's maximum (rarely above this one's) and P_1.
-      named_sync(BAR_P1, 256);
-      float f[2];
-      adopt(smax + BR, m_run, l_run, f);
-      rescale(o, f);
-      if (!PSMEM) {
-        load_p(opaque(sP + BR * BC * 2), pb);
-        fence_regs(pb);
-      }
-      pv<C, true>(o, pb, opaque(sP + BR * BC * 2), ring, t, 1, lane);
+      if constexpr (!LEAD) pv_p1(t, -1);  // leading, in the next pair (or after the last)
     } else {
       // P_0 V_2t retired: its slots go back and sP[0] is no longer read, so consumer 0 may
       // overwrite it once this consumer arrives.
-      retire_pv<C>(ring, t, 0, lane);
+      retire_pv<C>(ring, t, 0, npairs, lane);
       named_arrive(BAR_P1, 256);
       rescale(o, g);
       if (!PSMEM) fence_regs(pa);
       if constexpr (AHEAD) {
-        pv<C, false>(o, pa, sPown, ring, t, 1, lane);
+        pv<C, false>(o, pa, sPown, ring, t, 1, npairs, lane);
 #if FFPA_DROPOUT
         if (t + 1 < npairs) keep = draw((j + 2) * BC + (lane & 3) * 2);
 #endif
-        retire_pv<C>(ring, t, 1, lane);
+        retire_pv<C>(ring, t, 1, npairs, lane);
       } else {
-        pv<C, true>(o, pa, sPown, ring, t, 1, lane);
+        pv<C, true>(o, pa, sPown, ring, t, 1, npairs, lane);
       }
     }
   }
+  if (LEADS<C> && npairs > 0) pv_p1(npairs - 1, -1);
 #pragma unroll
   for (int c = 0; c < NO; ++c) fence_acc(o[c]);
 

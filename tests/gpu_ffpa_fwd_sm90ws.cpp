@@ -146,6 +146,31 @@ TEST_CASE("sm90ws: the odd O panel to consumer 1 (oddpanel=1)", "[gpu]") {
   }
 }
 
+// Consumer 0 leading (the next pair's QK before consumer 1's P_1): its ring's other order (V of
+// block 2t - 1 after K of block 2t, the last odd block's V after the loop), with one pair, with
+// none (causal rows that see no key), odd block counts, the odd O panel either way, dropout
+// drawn ahead, and two CTAs a query block.
+TEST_CASE("sm90ws: consumer 0 leads (lead=1)", "[gpu]") {
+  if (!hopper()) return;
+  for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
+    expect_close(make(2, 4, 2, 333, 517, 512, dt), fwd90ws::Config{16, 1, 0, 1, 0, 1});
+    expect_close(make(1, 2, 2, 129, 100, 512, dt), fwd90ws::Config{16, 1, 1, 1, 0, 1});
+  }
+  for (int odd : {0, 1})
+    expect_close(make(1, 4, 2, 300, 400, 320), fwd90ws::Config{16, 1, 0, 1, odd, 1});
+  expect_close(make(1, 2, 2, 200, 333, 128), fwd90ws::Config{4, 1, 0, 1, 0, 1});
+  for (Causal c : {Causal::bottom_right, Causal::top_left}) {
+    Problem p = make(1, 4, 2, 400, 300, 512);
+    p.causal = c;
+    expect_close(p, fwd90ws::Config{16, 1, 0, 1, 0, 1});
+  }
+  Problem d = make(2, 4, 2, 300, 453, 512);
+  d.dropout = 0.1;
+  d.bias = BiasKind::key;
+  for (int psmem : {0, 1}) expect_close(d, fwd90ws::Config{16, 1, psmem, 1, 0, 1});
+  expect_close(make(1, 2, 2, 200, 390, 1024), fwd90ws::Config{10, 1, 0, 1, 0, 1});
+}
+
 // Past D = 512 two CTAs split O's columns (the last one's panels partly past D at 576 and 968),
 // each computing the whole S from a 128 KB Q.
 TEST_CASE("sm90ws: D 520..1024, O split over two CTAs", "[gpu]") {
@@ -246,6 +271,10 @@ TEST_CASE("sm90ws forward timings", "[.][bench]") {
       for (int rep = 0; rep < 2; ++rep)
         for (int seesaw : {1, 0})
           for (int odd : {0, 1}) bench("oddpanel", self, fwd90ws::Config{16, 1, 0, seesaw, odd});
+    if (D == 320 || D == 512)  // alternated, twice: consumer 0 waiting, then leading
+      for (int rep = 0; rep < 2; ++rep)
+        for (int odd = 0; odd <= (D == 320 ? 1 : 0); ++odd)
+          for (int lead : {0, 1}) bench("lead", self, fwd90ws::Config{16, 1, 0, 1, odd, lead});
     if (D != 512) continue;
     bench("psmem", self, fwd90ws::Config{16, 1, 1});
     for (int slots : {12, 18}) bench("slots", self, fwd90ws::Config{slots, 1});
@@ -265,6 +294,7 @@ TEST_CASE("sm90ws forward timings", "[.][bench]") {
       for (int seesaw : {0, 1}) bench("seesaw", self, fwd90ws::Config{16, 1, 0, seesaw});
     for (int seesaw : {0, 1}) {
       for (int psmem : {0, 1}) bench("dropout", drop, fwd90ws::Config{16, 1, psmem, seesaw});
+      if (seesaw) bench("dropout lead", drop, fwd90ws::Config{16, 1, 0, 1, 0, 1});
       bench("bias", biased, fwd90ws::Config{16, 1, 0, seesaw});
     }
   }

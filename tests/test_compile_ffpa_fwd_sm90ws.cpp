@@ -117,6 +117,32 @@ TEST_CASE("sm90ws oddpanel=1 compiles clean at D 320 and 576", "[nvrtc]") {
   compile_clean(fwd90ws::Config{16, 1, 1, 0, 1}, f);
 }
 
+// "sm90ws: consumer 0 leads": the next pair's S accumulators in flight through consumer 1's
+// P_1 and P_1 V_2t-1, in every head-dim regime (D 128, 320 with either odd panel owner, 512, and
+// 1024 split over two CTAs), causal, with a bias and dropout, P from registers or sP.
+TEST_CASE("sm90ws lead=1 compiles clean at D 128..1024", "[nvrtc]") {
+  test::FreshCache cache;
+  for (int psmem : {0, 1}) {
+    fwd::Features f;
+    for (int D : {128, 320, 512}) {
+      f.D = D;
+      compile_clean(fwd90ws::Config{16, 1, psmem, 1, 0, 1}, f);
+    }
+    f.D = 320;
+    compile_clean(fwd90ws::Config{16, 1, psmem, 1, 1, 1}, f);
+    f.D = 512;
+    f.bf16 = false;
+    f.causal = 2;
+    compile_clean(fwd90ws::Config{16, 1, psmem, 1, 0, 1}, f);
+    f.bias = 1;
+    f.dropout = 1;
+    compile_clean(fwd90ws::Config{16, 1, psmem, 1, 0, 1}, f);
+    f = fwd::Features{};
+    f.D = 1024;
+    compile_clean(fwd90ws::Config{10, 1, psmem, 1, 0, 1}, f);
+  }
+}
+
 // In lock-step (their default: seesaw = 0), bf16 with every mask alignment, fp16 without.
 TEST_CASE("sm90ws bias and dropout compile clean at D 320, 512 and 1024", "[nvrtc]") {
   test::FreshCache cache;
@@ -192,6 +218,11 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
              Catch::Contains("even count of O panels"));
   CHECK_THAT(v->supports(p512, fwd90ws::Config{16, 1, 0, 1, 2}.knobs(), h200).reason,
              Catch::Contains("oddpanel is 0 or 1"));
+  // Consumer 0 leads only in the seesaw.
+  CHECK(v->supports(p512, fwd90ws::Config{16, 1, 0, 1, 0, 1}.knobs(), h200).ok());
+  CHECK(v->supports(compile_problem(128), fwd90ws::Config{4, 1, 0, 1, 0, 1}.knobs(), h200).ok());
+  CHECK_THAT(v->supports(p512, fwd90ws::Config{16, 1, 0, 0, 0, 1}.knobs(), h200).reason,
+             Catch::Contains("only the seesaw"));
   CHECK_THAT(v->supports(p512, fwd90ws::Config{8, 4}.knobs(), h200).reason,
              Catch::Contains("cluster"));
   // Every default fits the H200 at every D it accepts.

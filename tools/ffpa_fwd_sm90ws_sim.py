@@ -35,12 +35,17 @@ def own_panels(NPO, odd):
     return (NP0, NPO - NP0)
 
 
-def seq_k(NP, own, c, t, q):
+def seq_k(NP, own, c, t, q, lead=False):
+    if lead and c == 0:  # FFPA_LEAD: V of block 2t - 1 after K of block 2t
+        return max(0, t * (NP + 2 * own[0]) - own[0]) + q
     return t * (NP + 2 * own[c]) + q
 
 
-def seq_v(NP, own, c, t, i, k):
+def seq_v(NP, own, c, t, i, k, npairs=0, lead=False):
     n = own[c]
+    if lead and c == 0:
+        U = NP + 2 * n
+        return t * U + NP + k if i == 0 else (t + 1) * U - n + (NP if t + 1 < npairs else 0) + k
     return t * (NP + 2 * n) + NP + i * n + k
 
 
@@ -97,9 +102,17 @@ class NamedBarrier:
             yield False
 
 
-def producer_order(NP, NPO, own, npairs, c, split=0):
+def producer_order(NP, NPO, own, npairs, c, split=0, lead=False):
     v0 = split * NPO + (0 if c == 0 else own[0])
     out = []  # (kind, block, panel) in seq order
+    if lead and c == 0:
+        for t in range(npairs):
+            out += [("K", 2 * t, q) for q in range(NP)]
+            for blk in ([2 * t - 1] if t > 0 else []) + [2 * t]:
+                out += [("V", blk, v0 + k) for k in range(own[0])]
+        if npairs:
+            out += [("V", 2 * npairs - 1, v0 + k) for k in range(own[0])]
+        return out
     for t in range(npairs):
         out += [("K", 2 * t + c, q) for q in range(NP)]
         for i in range(2):
@@ -107,20 +120,27 @@ def producer_order(NP, NPO, own, npairs, c, split=0):
     return out
 
 
-def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=False):
+def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=False, lead=False):
     RC = R // 2
     own = own_panels(NPO, odd)
+    if lead and not seesaw:
+        return False  # consumer 0 leads only in the seesaw: refused
     if RC < own[1]:
         return False  # consumer 1 holds all its V panels of a block at once: refused
     if ahead and RC < own[0]:
         return False  # drawing ahead, consumer 0 does too: refused
     half = 8192 // CL
-    orders = [producer_order(NP, NPO, own, npairs, c, split) for c in range(2)]
+    orders = [producer_order(NP, NPO, own, npairs, c, split, lead) for c in range(2)]
+    v0s = [split * NPO, split * NPO + own[0]]
     for c in range(2):
         assert len(orders[c]) == (NP + 2 * own[c]) * npairs
         for t in range(npairs):  # the sequence functions index the producer's order
             for q in range(NP):
-                assert orders[c][seq_k(NP, own, c, t, q)] == ("K", 2 * t + c, q)
+                assert orders[c][seq_k(NP, own, c, t, q, lead)] == ("K", 2 * t + c, q)
+            for i in range(2):
+                for k in range(own[c]):
+                    assert orders[c][seq_v(NP, own, c, t, i, k, npairs, lead)] == (
+                        "V", 2 * t + i, v0s[c] + k)
     ctas = []
     for _ in range(CL):
         cta = {"rings": [], "bar": [NamedBarrier("BAR_P0"), NamedBarrier("BAR_P1")],
@@ -178,8 +198,9 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
             release(cta, c, seq)
         yield True
 
-    def group(cta, c, panels, retire=True):
-        """One wgmma group per panel; with retire, release as the kernel does."""
+    def group(cta, c, panels, retire=True, keep_last=False):
+        """One wgmma group per panel; with retire, release as the kernel does (keep_last: the
+        last panel's slot stays held, for the caller to release)."""
         prev = None
         for seq, tag in panels:
             yield from read(cta, c, seq, tag)
@@ -187,7 +208,7 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
                 release(cta, c, prev)
                 yield True
             prev = seq
-        if retire:
+        if retire and not keep_last:
             release(cta, c, prev)
             yield True
 
@@ -210,11 +231,29 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
         x = ctas[cta]
         n = own[c]
         v0 = split * NPO + (0 if c == 0 else own[0])
+        def panels_v(t, i):
+            return [(seq_v(NP, own, c, t, i, k, npairs, lead), ("V", 2 * t + i, v0 + k))
+                    for k in range(n)]
+
+        def pv_p1(t, kseq=None):  # consumer 0: consumer 1's P_1 of pair t, then P_1 V_2t+1
+            yield from x["bar"][1].sync()
+            if kseq is not None:  # leading: the last QK group retired, its slot released
+                release(cta, 0, kseq)
+                yield True
+            take(cta, 0, t)
+            yield from group(cta, 0, panels_v(t, 1))
+            x["p_held"][1] = False  # the PV that read P_1 retired
+            yield True
+
         for t in range(npairs):
-            k_panels = [(seq_k(NP, own, c, t, q), ("K", 2 * t + c, q)) for q in range(NP)]
-            v_panels = [[(seq_v(NP, own, c, t, i, k), ("V", 2 * t + i, v0 + k)) for k in range(n)]
-                        for i in range(2)]
-            yield from group(cta, c, k_panels)
+            k_panels = [(seq_k(NP, own, c, t, q, lead), ("K", 2 * t + c, q)) for q in range(NP)]
+            v_panels = [panels_v(t, 0), panels_v(t, 1)]
+            if lead and c == 0 and t > 0:
+                # the QK groups in flight while consumer 1's P_1 of the pair before arrives
+                yield from group(cta, c, k_panels, keep_last=True)
+                yield from pv_p1(t - 1, k_panels[-1][0])
+            else:
+                yield from group(cta, c, k_panels)
             if not seesaw:
                 yield from x["bar"][0].sync()
                 publish(cta, c, t)
@@ -229,11 +268,8 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
                 x["bar"][0].arrive()
                 yield True
                 yield from (held if ahead else group)(cta, 0, v_panels[0])
-                yield from x["bar"][1].sync()
-                take(cta, 0, t)
-                yield from group(cta, 0, v_panels[1])
-                x["p_held"][1] = False  # the PV that read P_1 retired
-                yield True
+                if not lead:
+                    yield from pv_p1(t)
             else:
                 yield from x["bar"][0].sync()
                 take(cta, 1, t)
@@ -247,6 +283,8 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
                 x["bar"][1].arrive()
                 yield True
                 yield from (held if ahead else group)(cta, 1, v_panels[1])
+        if lead and c == 0 and npairs:
+            yield from pv_p1(npairs - 1)
 
     actors = []
     for cta in range(CL):
@@ -282,20 +320,25 @@ def main():
             for npairs in (0, 1, 2, 3, 5):
                 for CL in (1, 2):
                     # the seesaw twice: without and with dropout (keep bits drawn ahead)
-                    for seesaw, ahead in ((True, False), (True, True), (False, False)):
+                    # the seesaw: without and with dropout (keep bits drawn ahead), with
+                    # consumer 0 leading (both); lock-step
+                    for seesaw, ahead, lead in ((True, False, False), (True, True, False),
+                                                (True, False, True), (True, True, True),
+                                                (False, False, False)):
                         # an odd panel count: its extra panel with consumer 0, then with 1
                         for odd in (0, 1) if NP % 2 else (0,):
                             cases += simulate(NP, NP, R, npairs, CL, rng, seesaw=seesaw, odd=odd,
-                                              ahead=ahead)
+                                              ahead=ahead, lead=lead)
     # D > 512: two CTAs a query block, each streaming its share of V (the last partly past D).
     for NP, NPO in ((9, 5), (12, 6), (16, 8)):
         for R in (4, 8, 10):
             for npairs in (1, 2, 3):
                 for split in (0, 1):
-                    for seesaw, ahead in ((True, False), (True, True), (False, False)):
+                    for seesaw, ahead, lead in ((True, False, False), (True, True, False),
+                                                (True, False, True), (False, False, False)):
                         for odd in (0, 1) if NPO % 2 else (0,):
                             cases += simulate(NP, NPO, R, npairs, 1, rng, split, seesaw, odd,
-                                              ahead)
+                                              ahead, lead)
     print(f"ffpa_fwd_sm90ws protocol: {cases} random schedules, no deadlock, no stale or "
           "overwritten panel, P tile or maximum")
 

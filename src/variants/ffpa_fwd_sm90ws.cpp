@@ -56,11 +56,9 @@ class Fwd90wsOp : public Op {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {{"slots", &Config::slots},
-                                   {"cluster", &Config::cluster},
-                                   {"psmem", &Config::psmem},
-                                   {"seesaw", &Config::seesaw},
-                                   {"oddpanel", &Config::oddpanel}};
+constexpr Knob<Config> kKnobs[] = {{"slots", &Config::slots},       {"cluster", &Config::cluster},
+                                   {"psmem", &Config::psmem},       {"seesaw", &Config::seesaw},
+                                   {"oddpanel", &Config::oddpanel}, {"lead", &Config::lead}};
 
 Support problem_check(const Problem& pr) {
   const auto& s = pr.shape;
@@ -112,6 +110,8 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.psmem != 0 && c.psmem != 1) return Support::no("psmem is 0 or 1");
   if (c.seesaw != 0 && c.seesaw != 1) return Support::no("seesaw is 0 or 1");
   if (c.oddpanel != 0 && c.oddpanel != 1) return Support::no("oddpanel is 0 or 1");
+  if (c.lead != 0 && c.lead != 1) return Support::no("lead is 0 or 1");
+  if (c.lead && !c.seesaw) return Support::no("lead=1: only the seesaw has a consumer that leads");
   if (D % 8 || D < kMinD || D > kMaxD)
     return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
                        ".." + s(kMaxD));

@@ -24,6 +24,7 @@ struct Config {
   int psmem = 0;     // 1: a consumer's own PV reads P from shared memory too (no P registers)
   int seesaw = 1;    // 1: consumers half a key-block pair apart; 0: in lock-step
   int oddpanel = 0;  // the consumer that owns a CTA's odd O panel (D = 320: 3 | 2 or 2 | 3)
+  int lead = 0;      // 1 (seesaw): consumer 0 issues a pair's QK before it waits for the last P_1
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
