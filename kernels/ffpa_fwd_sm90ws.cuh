@@ -14,8 +14,9 @@
 //                 seesaw serializes the two softmaxes in each pair's critical path: with a bias
 //                 or dropout (long softmaxes) lock-step can be faster
 //   FFPA_LEAD     1 (seesaw only): consumer 0 issues pair t's QK before it waits for consumer 1's
-//                 P of pair t - 1, so its own wait at BAR_P1 lies under tensor work; its ring
-//                 then streams V of block 2t - 1 after K of block 2t
+//                 P of pair t - 1, and keeps P_1 V_2t-1 in flight through its softmax, so its
+//                 wait and that PV lie under tensor work; its ring then streams V of block
+//                 2t - 1 after K of block 2t
 //   FFPA_ODDPANEL the consumer (0 or 1) that owns the odd O panel when a CTA has an odd count
 //                 (D = 320: 3 | 2 or 2 | 3): in the seesaw consumer 0's softmax lies in the pair's
 //                 chain unoverlapped, consumer 1's under its own PV wgmmas
@@ -108,7 +109,7 @@ static_assert(R % 2 == 0 && RC >= 2, "two rings of at least two slots");
 // holds all its V panels of a block at once (check() refuses smaller rings with the reason).
 static_assert(RC >= NP1, "consumer 1's ring holds its V panels of a block");
 // Drawing ahead, consumer 0 holds its P_0 V_2t groups in flight too.
-static_assert(!AHEAD || RC >= NP0, "consumer 0's ring holds its V panels of a block");
+static_assert(!(AHEAD || LEAD) || RC >= NP0, "consumer 0's ring holds its V panels of a block");
 
 // Named barriers (0 is __syncthreads): consumer 0's P and maximum published (consumer 0 arrives,
 // consumer 1 waits), consumer 1's (the other way round), Q and the row table loaded, the row
@@ -189,7 +190,8 @@ __device__ __forceinline__ void produce(const Ring& ring, const FfpaTmaDesc& map
   }
 }
 
-// Consumer C's panels in the order it reads them (seq_k, seq_v).
+// Consumer C's panels in the order it reads them (seq_k, seq_v). Rolled loops: unrolled, they
+// need more than the producer's 24 registers at D > 896.
 template <int C>
 __device__ __forceinline__ void produce_ring(const FfpaTmaDesc& tk, const FfpaTmaDesc& tv,
                                              const Ring& ring, int npairs, int kvh, int b, u32 rank,
@@ -209,16 +211,15 @@ __device__ __forceinline__ void produce_ring(const FfpaTmaDesc& tk, const FfpaTm
 #pragma unroll 1
     for (int k = 0; k < (npairs > 0 ? NP0 : 0); ++k)
       produce(ring, tv, seq++, 2 * npairs - 1, v0 + k, kvh, b, rank);
-    return;
-  }
-  for (int t = 0; t < npairs; ++t) {
-    // Rolled loops: unrolled, they need more than the producer's 24 registers at D > 896.
+  } else {
+    for (int t = 0; t < npairs; ++t) {
 #pragma unroll 1
-    for (int q = 0; q < NP; ++q) produce(ring, tk, seq++, 2 * t + C, q, kvh, b, rank);
+      for (int q = 0; q < NP; ++q) produce(ring, tk, seq++, 2 * t + C, q, kvh, b, rank);
 #pragma unroll 1
-    for (int i = 0; i < 2; ++i)
+      for (int i = 0; i < 2; ++i)
 #pragma unroll 1
-      for (int k = 0; k < NPC<C>; ++k) produce(ring, tv, seq++, 2 * t + i, v0 + k, kvh, b, rank);
+        for (int k = 0; k < NPC<C>; ++k) produce(ring, tv, seq++, 2 * t + i, v0 + k, kvh, b, rank);
+    }
   }
 }
 
@@ -348,9 +349,11 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
 #endif
 
   // Consumer 0 in the seesaw: consumer 1's maximum (rarely above this one's) and P_1 of pair
-  // tp, then P_1 V_2tp+1. kseq >= 0 (leading): the slot of the last QK group, still in flight,
-  // retired and released before the PV groups need the ring.
-  auto pv_p1 = [&](int tp, int kseq) {
+  // tp, then P_1 V_2tp+1. Leading: kseq (>= 0) is the slot of the last QK group, still in
+  // flight, retired and released before the PV groups need the ring; with hold the PV groups
+  // stay in flight through the softmax that follows (retired before this consumer publishes P_0:
+  // with psmem they read sP[1], which consumer 1 then overwrites).
+  auto pv_p1 = [&](int tp, int kseq, bool hold) {
     named_sync(BAR_P1, 256);
     if (kseq >= 0) {
       wgmma_wait<0>();
@@ -364,7 +367,10 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       load_p(opaque(sP + BR * BC * 2), pb);
       fence_regs(pb);
     }
-    pv<C, true>(o, pb, opaque(sP + BR * BC * 2), ring, tp, 1, npairs, lane);
+    if (hold)
+      pv<C, false>(o, pb, opaque(sP + BR * BC * 2), ring, tp, 1, npairs, lane);
+    else
+      pv<C, true>(o, pb, opaque(sP + BR * BC * 2), ring, tp, 1, npairs, lane);
   };
 
   for (int t = 0; t < npairs; ++t) {
@@ -396,8 +402,8 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     }
     if (LEADS<C> && t > 0) {
       // Leading: the QK groups run while consumer 1's P_1 of the pair before arrives; P_1
-      // V_2t-1 follows them.
-      pv_p1(t - 1, seq_k<C>(t, NP - 1));
+      // V_2t-1 follows them and runs under this softmax.
+      pv_p1(t - 1, seq_k<C>(t, NP - 1), true);
     } else {
       wgmma_wait<0>();
       release(ring, seq_k<C>(t, NP - 1), lane);
@@ -522,6 +528,14 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       pv<C, true>(o, C == 0 ? pa : pb, opaque(sP), ring, t, 0, npairs, lane);
       pv<C, true>(o, C == 0 ? pb : pa, opaque(sP + BR * BC * 2), ring, t, 1, npairs, lane);
     } else if constexpr (C == 0) {
+      if constexpr (LEADS<C>) {
+        // P_1 V_2t-1 (t > 0) ran under the softmax. The wait on every path: a group the
+        // compiler cannot prove retired before rescale reads O serializes every wgmma (C7514).
+        wgmma_wait<0>();
+        if (t > 0)
+#pragma unroll
+          for (int k = 0; k < NO; ++k) release(ring, seq_v<C>(t - 1, 1, k, npairs), lane);
+      }
       named_arrive(BAR_P0, 256);
       rescale(o, g);
       if (!PSMEM) fence_regs(pa);
@@ -534,7 +548,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       } else {
         pv<C, true>(o, pa, sPown, ring, t, 0, npairs, lane);
       }
-      if constexpr (!LEAD) pv_p1(t, -1);  // leading, in the next pair (or after the last)
+      if constexpr (!LEAD) pv_p1(t, -1, false);  // leading, in the next pair (or after the last)
     } else {
       // P_0 V_2t retired: its slots go back and sP[0] is no longer read, so consumer 0 may
       // overwrite it once this consumer arrives.
@@ -553,7 +567,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       }
     }
   }
-  if (LEADS<C> && npairs > 0) pv_p1(npairs - 1, -1);
+  if (LEADS<C> && npairs > 0) pv_p1(npairs - 1, -1, false);
 #pragma unroll
   for (int c = 0; c < NO; ++c) fence_acc(o[c]);
 

@@ -223,6 +223,11 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
   CHECK(v->supports(compile_problem(128), fwd90ws::Config{4, 1, 0, 1, 0, 1}.knobs(), h200).ok());
   CHECK_THAT(v->supports(p512, fwd90ws::Config{16, 1, 0, 0, 0, 1}.knobs(), h200).reason,
              Catch::Contains("only the seesaw"));
+  // Leading, consumer 0's ring holds its V panels of a block (3 at D = 320).
+  CHECK_THAT(
+      v->supports(compile_problem(320), fwd90ws::Config{4, 1, 0, 1, 0, 1}.knobs(), h200).reason,
+      Catch::Contains("consumer 0's 3 V panels"));
+  CHECK(v->supports(compile_problem(320), fwd90ws::Config{6, 1, 0, 1, 0, 1}.knobs(), h200).ok());
   CHECK_THAT(v->supports(p512, fwd90ws::Config{8, 4}.knobs(), h200).reason,
              Catch::Contains("cluster"));
   // Every default fits the H200 at every D it accepts.

@@ -123,8 +123,8 @@ def producer_order(NP, NPO, own, npairs, c, split=0, lead=False):
 def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=False, lead=False):
     RC = R // 2
     own = own_panels(NPO, odd)
-    if lead and not seesaw:
-        return False  # consumer 0 leads only in the seesaw: refused
+    if lead and (not seesaw or RC < own[0]):
+        return False  # consumer 0 leads only in the seesaw, holding its V panels: refused
     if RC < own[1]:
         return False  # consumer 1 holds all its V panels of a block at once: refused
     if ahead and RC < own[0]:
@@ -235,14 +235,21 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
             return [(seq_v(NP, own, c, t, i, k, npairs, lead), ("V", 2 * t + i, v0 + k))
                     for k in range(n)]
 
-        def pv_p1(t, kseq=None):  # consumer 0: consumer 1's P_1 of pair t, then P_1 V_2t+1
+        def pv_p1(t, kseq=None, hold=False):  # consumer 0: P_1 of pair t, then P_1 V_2t+1
             yield from x["bar"][1].sync()
             if kseq is not None:  # leading: the last QK group retired, its slot released
                 release(cta, 0, kseq)
                 yield True
             take(cta, 0, t)
-            yield from group(cta, 0, panels_v(t, 1))
-            x["p_held"][1] = False  # the PV that read P_1 retired
+            yield from group(cta, 0, panels_v(t, 1), retire=not hold)
+            if not hold:
+                x["p_held"][1] = False  # the PV that read P_1 retired
+                yield True
+
+        def retire_p1(t):  # leading: P_1 V_2t+1, held through the softmax, retired
+            for seq, _ in panels_v(t, 1):
+                release(cta, 0, seq)
+            x["p_held"][1] = False
             yield True
 
         for t in range(npairs):
@@ -251,7 +258,7 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
             if lead and c == 0 and t > 0:
                 # the QK groups in flight while consumer 1's P_1 of the pair before arrives
                 yield from group(cta, c, k_panels, keep_last=True)
-                yield from pv_p1(t - 1, k_panels[-1][0])
+                yield from pv_p1(t - 1, k_panels[-1][0], hold=True)
             else:
                 yield from group(cta, c, k_panels)
             if not seesaw:
@@ -264,6 +271,8 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
                 x["p_held"][1 - c] = False  # the PVs that read the other's P retired
                 yield True
             elif c == 0:
+                if lead and t > 0:  # P_1 V_2t-1 ran under the softmax: retired before P_0
+                    yield from retire_p1(t - 1)
                 publish(cta, 0, t)  # P_0 and the maximum, then BAR_P0
                 x["bar"][0].arrive()
                 yield True

@@ -123,6 +123,11 @@ Support check(const Config& c, int D, int smem_limit) {
     return Support::no("oddpanel=1: D=" + s(D) + " gives a CTA an even count of O panels (" +
                        s(opanels) + "), the same kernel as oddpanel=0");
   const int panels = (opanels + c.oddpanel) / 2;  // consumer 1's
+  // Leading, consumer 0 holds its V panels of a block in flight through its softmax.
+  const int panels0 = opanels - panels;
+  if (c.lead && c.slots / 2 < panels0)
+    return Support::no("slots=" + s(c.slots) + ": lead=1 holds consumer 0's " + s(panels0) +
+                       " V panels of a block in flight (rings of at least that many slots)");
   if (c.slots % 2 || c.slots / 2 < std::max(2, panels))
     return Support::no("slots=" + s(c.slots) + ": two rings of at least " + s(std::max(2, panels)) +
                        " slots each at D=" + s(D) + " (an even count)");
