@@ -517,6 +517,21 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     // With psmem the PVs read sP through the async proxy.
     if (PSMEM) fence_proxy_async();
 
+    // Seesaw: this consumer's P against its own block's V (O follows the maximum first); with
+    // dropout the next block's keep bits are drawn under these groups.
+    auto pv_own = [&] {
+      rescale(o, g);
+      if (!PSMEM) fence_regs(pa);
+      if constexpr (AHEAD) {
+        pv<C, false>(o, pa, sPown, ring, t, C, npairs, lane);
+#if FFPA_DROPOUT
+        if (t + 1 < npairs) keep = draw((j + 2) * BC + (lane & 3) * 2);
+#endif
+        retire_pv<C>(ring, t, C, npairs, lane);
+      } else {
+        pv<C, true>(o, pa, sPown, ring, t, C, npairs, lane);
+      }
+    };
     if constexpr (!SEESAW) {
       named_sync(BAR_P1, 256);
       if (!PSMEM) {
@@ -537,34 +552,14 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
           for (int k = 0; k < NO; ++k) release(ring, seq_v<C>(t - 1, 1, k, npairs), lane);
       }
       named_arrive(BAR_P0, 256);
-      rescale(o, g);
-      if (!PSMEM) fence_regs(pa);
-      if constexpr (AHEAD) {
-        pv<C, false>(o, pa, sPown, ring, t, 0, npairs, lane);
-#if FFPA_DROPOUT
-        if (t + 1 < npairs) keep = draw((j + 2) * BC + (lane & 3) * 2);
-#endif
-        retire_pv<C>(ring, t, 0, npairs, lane);
-      } else {
-        pv<C, true>(o, pa, sPown, ring, t, 0, npairs, lane);
-      }
+      pv_own();
       if constexpr (!LEAD) pv_p1(t, -1, false);  // leading, in the next pair (or after the last)
     } else {
       // P_0 V_2t retired: its slots go back and sP[0] is no longer read, so consumer 0 may
       // overwrite it once this consumer arrives.
       retire_pv<C>(ring, t, 0, npairs, lane);
       named_arrive(BAR_P1, 256);
-      rescale(o, g);
-      if (!PSMEM) fence_regs(pa);
-      if constexpr (AHEAD) {
-        pv<C, false>(o, pa, sPown, ring, t, 1, npairs, lane);
-#if FFPA_DROPOUT
-        if (t + 1 < npairs) keep = draw((j + 2) * BC + (lane & 3) * 2);
-#endif
-        retire_pv<C>(ring, t, 1, npairs, lane);
-      } else {
-        pv<C, true>(o, pa, sPown, ring, t, 1, npairs, lane);
-      }
+      pv_own();
     }
   }
   if (LEADS<C> && npairs > 0) pv_p1(npairs - 1, -1, false);
