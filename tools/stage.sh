@@ -3,7 +3,8 @@
 # build-dev/, compiles the kernels a run will need into a cubin cache (ARGS: the ffpa-bench
 # arguments of that run; none: the default matrix), and copies the binaries and the packed cache
 # into .stage/ (git-ignored). Copy the tree with .stage/ to the GPU machine and run tools/gpu-run.sh
-# there. Usage: tools/stage.sh [FFPA-BENCH ARGS...]
+# there. Usage: tools/stage.sh [FFPA-BENCH ARGS...] [-- ARGS OF ANOTHER RUN ...]: the kernels of
+# every run (sets of arguments separated by --) go into the one cache.
 # STAGE_BASE=REV also stages REV's ffpa-bench as .stage/ffpa-bench-base, with its kernels of the
 # run in the same cache: the baseline of `tools/gpu-run.sh ab` (built in build-base/, a worktree
 # of its own, kept between stagings so that a new REV rebuilds only what changed).
@@ -32,10 +33,22 @@ mkdir -p .stage/lib
 ldd .stage/ffpa-bench | awk '/=> \// {print $3}' |
   grep -v -E '/lib(c|m|stdc\+\+|gcc_s|pthread|dl|rt|cuda|cudnn[^/]*|nvrtc[^/]*|cublas[^/]*|cudart)\.so' |
   xargs -r cp -L -t .stage/lib/
-for bench in build-dev/ffpa-bench ${STAGE_BASE:+.stage/ffpa-bench-base}; do
-  XDG_CACHE_HOME=$PWD/.stage/cache $bench "$@" --compile-only sm_90a \
-    --tuning-cache .stage/cache/no-tuning.json >/dev/null
+compile_run() {  # the kernels `ffpa-bench ARGS` would use, for each staged binary
+  for bench in build-dev/ffpa-bench ${STAGE_BASE:+.stage/ffpa-bench-base}; do
+    XDG_CACHE_HOME=$PWD/.stage/cache $bench "$@" --compile-only sm_90a \
+      --tuning-cache .stage/cache/no-tuning.json >/dev/null
+  done
+}
+run_args=()
+for a in "$@"; do
+  if [ "$a" = "--" ]; then
+    compile_run "${run_args[@]}"
+    run_args=()
+  else
+    run_args+=("$a")
+  fi
 done
+compile_run "${run_args[@]}"
 rm -f .stage/cache/no-tuning.json
 # Cubins compress ~10x: the transfer to the GPU machine is limited to tens of MiB.
 tar -cJf .stage/cubins.tar.xz -C .stage/cache ffpa-bench && rm -rf .stage/cache
