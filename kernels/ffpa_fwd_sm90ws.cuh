@@ -26,7 +26,9 @@
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DROPOUT as in ffpa_fwd.cuh (no split-KV here): the
 //                 bias is read from global memory in the softmax (any broadcast shape, through its
 //                 strides; a key bias stays in L1), the keep bits are drawn there per element pair
-//                 (in the seesaw a key block ahead, under the consumer's own PV groups: AHEAD)
+//   FFPA_AHEAD    1 (with dropout): each consumer draws the keep bits of its next key block a pair
+//                 ahead, under PV groups it holds in flight (the seesaw: its own PV; lock-step:
+//                 half under each PV), so no softmax draws
 //
 // A CTA holds 64 query rows (of the packed group * Nq rows of one kv head) and walks the keys in
 // pairs of 64-key blocks. Consumer c (0 or 1) owns block 2t + c of pair t:
@@ -74,9 +76,9 @@ constexpr int RC = R / 2;  // slots of each consumer's ring
 constexpr int CL = FFPA_CLUSTER;
 constexpr bool PSMEM = FFPA_PSMEM;
 constexpr bool SEESAW = FFPA_SEESAW;
-// With dropout in the seesaw each consumer draws the keep bits of its next key block under its
-// own PV groups (tensor work): both softmaxes lie in the pair's chain, the draws then do not.
-constexpr bool AHEAD = SEESAW && FFPA_DROPOUT;
+// Keep bits drawn under tensor work: the softmaxes lie in the pair's chain, the draws then do
+// not.
+constexpr bool AHEAD = FFPA_AHEAD && FFPA_DROPOUT;
 constexpr bool LEAD = SEESAW && FFPA_LEAD;
 constexpr int DP = (D + 63) / 64 * 64;  // zero-filled past D (TMA and the Q load)
 constexpr int NP = DP / 64;             // 64-column panels of Q and K
@@ -517,8 +519,8 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     // With psmem the PVs read sP through the async proxy.
     if (PSMEM) fence_proxy_async();
 
-    // Seesaw: this consumer's P against its own block's V (O follows the maximum first); with
-    // dropout the next block's keep bits are drawn under these groups.
+    // Seesaw: this consumer's P against its own block's V (O follows the maximum first); drawing
+    // ahead, the next block's keep bits under these groups.
     auto pv_own = [&] {
       rescale(o, g);
       if (!PSMEM) fence_regs(pa);
@@ -540,8 +542,26 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
         fence_regs(pa);
       }
       rescale(o, g);
-      pv<C, true>(o, C == 0 ? pa : pb, opaque(sP), ring, t, 0, npairs, lane);
-      pv<C, true>(o, C == 0 ? pb : pa, opaque(sP + BR * BC * 2), ring, t, 1, npairs, lane);
+      if constexpr (AHEAD) {
+        // Both consumers are here at once: the next block's bits in two halves (slices 0-3,
+        // 4-7), one under each PV, so the draws of the pair lie beside 2 NPC groups each.
+        pv<C, false>(o, C == 0 ? pa : pb, opaque(sP), ring, t, 0, npairs, lane);
+#if FFPA_DROPOUT
+        const int key_next = (j + 2) * BC + (lane & 3) * 2;
+        if (t + 1 < npairs)
+          keep = dropout_keep_bits<4>(sdrop->seed, pos(key_next), sdrop->kmin, lane);
+#endif
+        retire_pv<C>(ring, t, 0, npairs, lane);
+        pv<C, false>(o, C == 0 ? pb : pa, opaque(sP + BR * BC * 2), ring, t, 1, npairs, lane);
+#if FFPA_DROPOUT
+        if (t + 1 < npairs)
+          keep |= dropout_keep_bits<4>(sdrop->seed, pos(key_next) + 32, sdrop->kmin, lane) << 16;
+#endif
+        retire_pv<C>(ring, t, 1, npairs, lane);
+      } else {
+        pv<C, true>(o, C == 0 ? pa : pb, opaque(sP), ring, t, 0, npairs, lane);
+        pv<C, true>(o, C == 0 ? pb : pa, opaque(sP + BR * BC * 2), ring, t, 1, npairs, lane);
+      }
     } else if constexpr (C == 0) {
       if constexpr (LEADS<C>) {
         // P_1 V_2t-1 (t > 0) ran under the softmax. The wait on every path: a group the

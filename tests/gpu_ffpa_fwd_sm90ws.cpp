@@ -109,14 +109,18 @@ TEST_CASE("sm90ws: seesaw and lock-step", "[gpu]") {
     p.causal = Causal::bottom_right;
     p.bias = BiasKind::key;
     p.dropout = 0.1;
-    // With dropout the seesaw draws the keep bits a block ahead (P from registers or sP).
-    for (int psmem : {0, 1}) expect_close(p, fwd90ws::Config{16, 1, psmem, seesaw});
+    // With dropout drawn in the softmax the seesaw takes P from shared memory: consumer 1
+    // holding P_0 in registers through its softmax spills (ptxas, 24 bytes), and bind() would
+    // refuse it. Drawn ahead (under held PV groups), P from registers or sP.
+    expect_close(p, fwd90ws::Config{16, 1, seesaw, seesaw});
+    for (int psmem : {0, 1}) expect_close(p, fwd90ws::Config{16, 1, psmem, seesaw, 0, 0, 1});
     // 7 key blocks: the last pair's second is empty.
     Problem d = make(2, 4, 2, 300, 400, 320, Dtype::fp16);
     d.dropout = 0.2;
-    expect_close(d, fwd90ws::Config{6, 1, 0, seesaw});  // consumer 0's ring: its 3 V panels
+    expect_close(d, fwd90ws::Config{6, 1, 0, seesaw, 0, 0, 1});  // consumer 0's ring: 3 V panels
     d.causal = Causal::top_left;
-    expect_close(d, fwd90ws::Config{16, 1, 0, seesaw, 1});
+    expect_close(d, fwd90ws::Config{16, 1, 0, seesaw, 1, 0, 1});
+    expect_close(d, fwd90ws::Config{16, 1, seesaw, seesaw, 1});
     expect_close(make(2, 2, 1, 300, 700, 320, Dtype::fp16), fwd90ws::Config{16, 1, 0, seesaw});
     expect_close(make(2, 2, 1, 300, 700, 320, Dtype::fp16), fwd90ws::Config{16, 1, 1, seesaw});
     Problem q = make(1, 2, 2, 200, 390, 1024);
@@ -167,7 +171,8 @@ TEST_CASE("sm90ws: consumer 0 leads (lead=1)", "[gpu]") {
   Problem d = make(2, 4, 2, 300, 453, 512);
   d.dropout = 0.1;
   d.bias = BiasKind::key;
-  for (int psmem : {0, 1}) expect_close(d, fwd90ws::Config{16, 1, psmem, 1, 0, 1});
+  for (int psmem : {0, 1}) expect_close(d, fwd90ws::Config{16, 1, psmem, 1, 0, 1, 1});
+  expect_close(d, fwd90ws::Config{16, 1, 1, 1, 0, 1, 0});
   expect_close(make(1, 2, 2, 200, 390, 1024), fwd90ws::Config{10, 1, 0, 1, 0, 1});
 }
 
@@ -293,8 +298,10 @@ TEST_CASE("sm90ws forward timings", "[.][bench]") {
     for (int rep = 0; rep < 2; ++rep)
       for (int seesaw : {0, 1}) bench("seesaw", self, fwd90ws::Config{16, 1, 0, seesaw});
     for (int seesaw : {0, 1}) {
-      for (int psmem : {0, 1}) bench("dropout", drop, fwd90ws::Config{16, 1, psmem, seesaw});
-      if (seesaw) bench("dropout lead", drop, fwd90ws::Config{16, 1, 0, 1, 0, 1});
+      bench("dropout", drop, fwd90ws::Config{16, 1, seesaw, seesaw});
+      for (int psmem : {0, 1})
+        bench("dropout ahead", drop, fwd90ws::Config{16, 1, psmem, seesaw, 0, 0, 1});
+      if (seesaw) bench("dropout ahead lead", drop, fwd90ws::Config{16, 1, 0, 1, 0, 1, 1});
       bench("bias", biased, fwd90ws::Config{16, 1, 0, seesaw});
     }
   }

@@ -64,25 +64,28 @@ TEST_CASE("sm90ws configurations of the GPU test compile clean", "[nvrtc]") {
       f.causal = causal;
       compile_clean(fwd90ws::Config{18, 1, 1}, f);
     }
-  // "sm90ws: seesaw and lock-step"; with dropout the seesaw draws the keep bits a block ahead
-  // under each consumer's PV groups, with P from registers or from shared memory.
+  // "sm90ws: seesaw and lock-step"; with dropout drawn in the softmax the seesaw reads P from
+  // shared memory (psmem: with P_0 in consumer 1's registers through its softmax ptxas spills 24
+  // bytes); drawn ahead (under held PV groups), P from registers or shared memory.
   for (int seesaw : {0, 1}) {
     fwd::Features g;
     g.D = 512;
     g.causal = 1;
     g.bias = 1;
     g.dropout = 1;
-    for (int psmem : {0, 1}) compile_clean(fwd90ws::Config{16, 1, psmem, seesaw}, g);
+    compile_clean(fwd90ws::Config{16, 1, seesaw, seesaw}, g);
+    for (int psmem : {0, 1}) compile_clean(fwd90ws::Config{16, 1, psmem, seesaw, 0, 0, 1}, g);
     g.causal = 0;
     g.bias = 0;
     // the default matrix's dropout row, both dtypes
-    for (int psmem : {0, 1}) compile_clean(fwd90ws::Config{16, 1, psmem, seesaw}, g);
+    compile_clean(fwd90ws::Config{16, 1, seesaw, seesaw}, g);
+    for (int psmem : {0, 1}) compile_clean(fwd90ws::Config{16, 1, psmem, seesaw, 0, 0, 1}, g);
     g.bf16 = false;
-    compile_clean(fwd90ws::Config{16, 1, 0, seesaw}, g);
+    compile_clean(fwd90ws::Config{16, 1, 0, seesaw, 0, 0, 1}, g);
     g = fwd::Features{};
     g.D = 320;
     g.dropout = 1;
-    compile_clean(fwd90ws::Config{6, 1, 0, seesaw}, g);  // consumer 0 holds its 3 V panels
+    compile_clean(fwd90ws::Config{6, 1, 0, seesaw, 0, 0, 1}, g);  // consumer 0 holds 3 V panels
     g = fwd::Features{};
     g.D = 320;
     g.bf16 = false;
@@ -136,7 +139,8 @@ TEST_CASE("sm90ws lead=1 compiles clean at D 128..1024", "[nvrtc]") {
     compile_clean(fwd90ws::Config{16, 1, psmem, 1, 0, 1}, f);
     f.bias = 1;
     f.dropout = 1;
-    compile_clean(fwd90ws::Config{16, 1, psmem, 1, 0, 1}, f);
+    compile_clean(fwd90ws::Config{16, 1, psmem, 1, 0, 1, 1}, f);
+    if (psmem) compile_clean(fwd90ws::Config{16, 1, psmem, 1, 0, 1, 0}, f);
     f = fwd::Features{};
     f.D = 1024;
     compile_clean(fwd90ws::Config{10, 1, psmem, 1, 0, 1}, f);
@@ -202,12 +206,17 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
   CHECK_THAT(v->supports(p512, fwd90ws::Config{17, 1}.knobs(), h200).reason,
              Catch::Contains("even"));
   CHECK(v->supports(compile_problem(320), fwd90ws::Config{4, 1}.knobs(), h200).ok());
-  // With dropout the seesaw holds consumer 0's V panels of a block in flight (3 at D = 320).
+  // Drawing ahead holds consumer 0's V panels of a block in flight (3 at D = 320), and needs
+  // dropout.
+  CHECK_THAT(
+      v->supports(compile_problem(320), fwd90ws::Config{4, 1, 0, 1, 0, 0, 1}.knobs(), h200).reason,
+      Catch::Contains("ahead=1 holds consumer 0's 3 V panels"));
   Problem drop320 = compile_problem(320);
   drop320.dropout = 0.1;
-  CHECK_THROWS_WITH(fwd90ws::compile_for(drop320, fwd90ws::Config{4, 1, 0, 1}, h200),
-                    Catch::Contains("consumer 0's 3 V panels"));
-  CHECK_NOTHROW(fwd90ws::compile_for(drop320, fwd90ws::Config{4, 1, 0, 0}, h200));
+  CHECK_NOTHROW(fwd90ws::compile_for(drop320, fwd90ws::Config{6, 1, 0, 0, 0, 0, 1}, h200));
+  CHECK_THROWS_WITH(
+      fwd90ws::compile_for(compile_problem(320), fwd90ws::Config{6, 1, 0, 0, 0, 0, 1}, h200),
+      Catch::Contains("no dropout"));
   // The odd O panel to consumer 1: only where a CTA has an odd count (5 at D = 320 and 576), and
   // then consumer 1's ring holds 3 V panels.
   CHECK(v->supports(compile_problem(320), fwd90ws::Config{6, 1, 0, 1, 1}.knobs(), h200).ok());

@@ -7,8 +7,9 @@ two consumer warpgroups (modelled as their 4 warps acting together). The simulat
 kernel's sequence functions (seq_k, seq_v), the producers' loop order, the release rules (a
 panel's slot is released after the next panel's group is committed, the last one after wait<0>;
 consumer 1's P_0 V_2t groups stay in flight through its softmax and are released together; with
-dropout in the seesaw the PV groups that follow each consumer's own hand-off (consumer 0's
-P_0 V_2t, consumer 1's P_1 V_2t+1) stay in flight while it draws the next block's keep bits), the
+dropout drawn ahead (FFPA_AHEAD) the PV groups that follow each consumer's own hand-off in the
+seesaw (consumer 0's P_0 V_2t, consumer 1's P_1 V_2t+1), and both PVs in lock-step, stay in
+flight while it draws the next block's keep bits), the
 mbarrier phase/parity rules (a fresh barrier is in phase 0; waiting for parity 1 passes), the
 expect_tx/complete_tx accounting of multicast halves, and the hand-offs: consumer 0 publishes its
 P tile and maximum and arrives on BAR_P0, consumer 1 waits there, reads them, publishes its own and
@@ -266,8 +267,8 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
                 publish(cta, c, t)
                 yield from x["bar"][1].sync()
                 take(cta, c, t)
-                yield from group(cta, c, v_panels[0])
-                yield from group(cta, c, v_panels[1])
+                yield from (held if ahead else group)(cta, c, v_panels[0])
+                yield from (held if ahead else group)(cta, c, v_panels[1])
                 x["p_held"][1 - c] = False  # the PVs that read the other's P retired
                 yield True
             elif c == 0:
@@ -333,7 +334,7 @@ def main():
                     # consumer 0 leading (both); lock-step
                     for seesaw, ahead, lead in ((True, False, False), (True, True, False),
                                                 (True, False, True), (True, True, True),
-                                                (False, False, False)):
+                                                (False, False, False), (False, True, False)):
                         # an odd panel count: its extra panel with consumer 0, then with 1
                         for odd in (0, 1) if NP % 2 else (0,):
                             cases += simulate(NP, NP, R, npairs, CL, rng, seesaw=seesaw, odd=odd,
@@ -344,7 +345,8 @@ def main():
             for npairs in (1, 2, 3):
                 for split in (0, 1):
                     for seesaw, ahead, lead in ((True, False, False), (True, True, False),
-                                                (True, False, True), (False, False, False)):
+                                                (True, False, True), (False, False, False),
+                                                (False, True, False)):
                         for odd in (0, 1) if NPO % 2 else (0,):
                             cases += simulate(NP, NPO, R, npairs, 1, rng, split, seesaw, odd,
                                               ahead, lead)

@@ -58,7 +58,8 @@ class Fwd90wsOp : public Op {
 
 constexpr Knob<Config> kKnobs[] = {{"slots", &Config::slots},       {"cluster", &Config::cluster},
                                    {"psmem", &Config::psmem},       {"seesaw", &Config::seesaw},
-                                   {"oddpanel", &Config::oddpanel}, {"lead", &Config::lead}};
+                                   {"oddpanel", &Config::oddpanel}, {"lead", &Config::lead},
+                                   {"ahead", &Config::ahead}};
 
 Support problem_check(const Problem& pr) {
   const auto& s = pr.shape;
@@ -111,6 +112,7 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.seesaw != 0 && c.seesaw != 1) return Support::no("seesaw is 0 or 1");
   if (c.oddpanel != 0 && c.oddpanel != 1) return Support::no("oddpanel is 0 or 1");
   if (c.lead != 0 && c.lead != 1) return Support::no("lead is 0 or 1");
+  if (c.ahead != 0 && c.ahead != 1) return Support::no("ahead is 0 or 1");
   if (c.lead && !c.seesaw) return Support::no("lead=1: only the seesaw has a consumer that leads");
   if (D % 8 || D < kMinD || D > kMaxD)
     return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
@@ -123,10 +125,11 @@ Support check(const Config& c, int D, int smem_limit) {
     return Support::no("oddpanel=1: D=" + s(D) + " gives a CTA an even count of O panels (" +
                        s(opanels) + "), the same kernel as oddpanel=0");
   const int panels = (opanels + c.oddpanel) / 2;  // consumer 1's
-  // Leading, consumer 0 holds its V panels of a block in flight through its softmax.
+  // Leading or drawing ahead, consumer 0 holds its V panels of a block in flight too.
   const int panels0 = opanels - panels;
-  if (c.lead && c.slots / 2 < panels0)
-    return Support::no("slots=" + s(c.slots) + ": lead=1 holds consumer 0's " + s(panels0) +
+  if ((c.lead || c.ahead) && c.slots / 2 < panels0)
+    return Support::no("slots=" + s(c.slots) + ": " + (c.lead ? "lead" : "ahead") +
+                       "=1 holds consumer 0's " + s(panels0) +
                        " V panels of a block in flight (rings of at least that many slots)");
   if (c.slots % 2 || c.slots / 2 < std::max(2, panels))
     return Support::no("slots=" + s(c.slots) + ": two rings of at least " + s(std::max(2, panels)) +
@@ -155,13 +158,8 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
   if (c.cluster > 1 && splits(D) > 1)
     throw Unsupported("cluster=" + std::to_string(c.cluster) + ": at D=" + std::to_string(D) +
                       " the CTAs of a query block read different V columns");
-  // Drawing the keep bits ahead, consumer 0 holds its V panels of a block in flight as well.
-  const int opanels = (padded_d(D, 64) / 64 + splits(D) - 1) / splits(D);
-  const int panels0 = (opanels + 1 - c.oddpanel) / 2;
-  if (c.seesaw && pr.dropout > 0 && c.slots / 2 < panels0)
-    throw Unsupported("slots=" + std::to_string(c.slots) +
-                      ": with dropout the seesaw holds consumer 0's " + std::to_string(panels0) +
-                      " V panels of a block in flight too (rings of at least that many slots)");
+  if (c.ahead && pr.dropout == 0)
+    throw Unsupported("ahead=1: the problem has no dropout (the same kernel as ahead=0)");
   if (c.cluster > 1 && pr.causal != Causal::none)
     throw Unsupported("cluster=" + std::to_string(c.cluster) +
                       ": the CTAs of a cluster share the key stream, causal blocks differ in "

@@ -25,6 +25,7 @@ struct Config {
   int seesaw = 1;    // 1: consumers half a key-block pair apart; 0: in lock-step
   int oddpanel = 0;  // the consumer that owns a CTA's odd O panel (D = 320: 3 | 2 or 2 | 3)
   int lead = 0;      // 1 (seesaw): consumer 0 issues a pair's QK before it waits for the last P_1
+  int ahead = 0;     // 1 (dropout): keep bits drawn a block ahead, under held PV groups
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
