@@ -144,7 +144,7 @@ __device__ __forceinline__ Ring ring_of(u32 sQ) {
 template <int C>
 constexpr int NPC = C == 0 ? NP0 : NP1;  // O panels of consumer C
 template <int C>
-constexpr bool LEADS = LEAD&& C == 0;  // consumer C leads (FFPA_LEAD)
+constexpr bool LEADS = C == 0 && LEAD;  // consumer C leads (FFPA_LEAD)
 
 // Sequence numbers in consumer C's ring (its producer's order) of pair t: K panel q of block
 // 2t + C, then V panel k (of C's O columns) of block 2t + i, i = 0 then 1. When consumer 0
