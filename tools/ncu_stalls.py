@@ -10,7 +10,10 @@ and prints the share of each stall reason over the kernel, then the instructions
 warp-state samples (offset from the kernel's first instruction, share, the SASS, the two
 largest reasons). With --from/--to (offsets, hex) it lists that range instead, in address
 order with the running share: one phase of a loop, read the way the notes of docs/notes/ quote
-it. Offsets, not addresses, so that two runs of one build can be compared line by line.
+it. With --regions SIZE (bytes, hex) it sums the samples by aligned regions of the code instead,
+each with its most frequent opcodes and largest reasons: where a phase's cost lies when no single
+instruction stands out (the Philox draws of a dropout kernel, a hand-off's wait). Offsets, not
+addresses, so that two runs of one build can be compared line by line.
 """
 import argparse
 import csv
@@ -82,6 +85,35 @@ def top_reasons(row, n=2):
     return " ".join(f"{k}:{v:.0f}" for k, v in ranked if v > 0)
 
 
+def opcode(sass):
+    """The opcode of a SASS line without its predicate and modifiers (HGMMA, IMAD, ...)."""
+    words = sass.split()
+    if words and words[0].startswith("@"):
+        words = words[1:]
+    return words[0].split(".")[0] if words else ""
+
+
+def print_regions(rows, total, size, min_share):
+    regions = {}
+    for r in rows:
+        g = regions.setdefault(r["off"] // size, {"samples": 0.0, "ops": {}, "reasons": {}})
+        g["samples"] += r["samples"]
+        op = opcode(r["sass"])
+        g["ops"][op] = g["ops"].get(op, 0) + 1
+        for k, v in r["reasons"].items():
+            g["reasons"][k] = g["reasons"].get(k, 0.0) + v
+    print(f"{'offset':>7} {'share':>6}  opcodes (count)  reasons (share of all samples)")
+    for k in sorted(regions):
+        g = regions[k]
+        share = 100 * g["samples"] / total
+        if share < min_share:
+            continue
+        ops = sorted(g["ops"].items(), key=lambda kv: -kv[1])[:5]
+        why = sorted(g["reasons"].items(), key=lambda kv: -kv[1])[:3]
+        print(f"{k * size:7x} {share:5.1f}%  " + " ".join(f"{o}:{c}" for o, c in ops) + "  " +
+              " ".join(f"{w}:{100 * v / total:.1f}" for w, v in why if v > 0))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("csv", help="the source page as CSV (.csv or .csv.gz)")
@@ -89,10 +121,22 @@ def main():
     ap.add_argument("--from", dest="lo", help="first offset of a range to list (hex)")
     ap.add_argument("--to", dest="hi", help="last offset of the range (hex)")
     ap.add_argument("--min", type=float, default=0.0,
-                    help="with a range: list only instructions with at least this share (%%)")
+                    help="with a range or regions: list only those with at least this share (%%)")
+    ap.add_argument("--regions", help="sum the samples by aligned regions of this many bytes "
+                    "(hex, e.g. 800)")
     a = ap.parse_args()
     if (a.lo is None) != (a.hi is None):
         fail("--from and --to go together")
+    if a.regions is not None and a.lo is not None:
+        fail("--regions and --from/--to: one view at a time")
+    size = None
+    if a.regions is not None:
+        try:
+            size = int(a.regions, 16)
+        except ValueError:
+            size = 0
+        if size <= 0:
+            fail(f"--regions: a positive size in bytes, hexadecimal (e.g. 800), not \"{a.regions}\"")
     if a.top < 1:
         fail("--top: at least 1")
 
@@ -112,6 +156,9 @@ def main():
             print(f"  {k:<20} {100 * v / reason_total:5.1f} %")
     print()
 
+    if size is not None:
+        print_regions(rows, total, size, a.min)
+        return
     if a.lo is not None:
         try:
             lo, hi = int(a.lo, 16), int(a.hi, 16)
