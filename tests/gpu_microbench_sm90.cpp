@@ -51,18 +51,8 @@ Exchange run_exchange(int nv, int work, int iters, int red = 0) {
   float* s = sink.as<float>();
   float* r = reds.as<float>();
   void* args[] = {&c, &s, &r, &iters, &work, &red};
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = 2;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  FFPA_CUDA(cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(fn), args));
+  gpu::launch(reinterpret_cast<const void*>(fn), dim3(blocks), dim3(threads),
+              static_cast<size_t>(smem), nullptr, args, false, 2);
   FFPA_CUDA(cudaDeviceSynchronize());
   std::vector<long long> h(blocks);
   FFPA_CUDA(cudaMemcpy(h.data(), c, blocks * sizeof(long long), cudaMemcpyDeviceToHost));

@@ -35,17 +35,24 @@ bool available() {
 }
 
 void launch(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStream_t s, void** args,
-            bool early) {
+            bool early, unsigned cluster) {
+  cudaLaunchAttribute attrs[2] = {};
+  unsigned n = 0;
+  if (early) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster > 0) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n++].val.clusterDim = {cluster, 1, 1};
+  }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = early ? &attr : nullptr;
-  cfg.numAttrs = early ? 1 : 0;
+  cfg.attrs = n ? attrs : nullptr;
+  cfg.numAttrs = n;
   FFPA_CUDA(cudaLaunchKernelExC(&cfg, fn, args));
 }
 

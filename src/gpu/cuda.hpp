@@ -32,9 +32,10 @@ bool available();
 // stream has completed, once that one's blocks have all started or called
 // griddepcontrol.launch_dependents, and it must execute griddepcontrol.wait
 // (kernels/ffpa_common.cuh: grid_dependency_wait) before it touches anything that kernel writes or
-// reads. Saves a launch's latency between kernels that depend on each other.
+// reads. Saves a launch's latency between kernels that depend on each other. cluster > 0: blocks
+// in clusters of that many along x (the launch attribute; 0: none).
 void launch(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStream_t s, void** args,
-            bool early = false);
+            bool early = false, unsigned cluster = 0);
 
 // Device-memory accounting over every DeviceBuffer: what the tool itself holds, and the peak since
 // the last reset. Library-internal allocations (cuDNN, cuBLAS handles) are not seen here.

@@ -28,19 +28,8 @@ class Fwd90wsOp : public Op {
 
   void launch(cudaStream_t s) override {
     void* args[] = {&p_, &tk_, &tv_};
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid_;
-    cfg.blockDim = dim3(Config::threads());
-    cfg.dynamicSmemBytes = static_cast<size_t>(smem_);
-    cfg.stream = s;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = static_cast<unsigned>(cluster_);
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    FFPA_CUDA(cudaLaunchKernelExC(&cfg, reinterpret_cast<const void*>(fn_), args));
+    gpu::launch(reinterpret_cast<const void*>(fn_), grid_, dim3(Config::threads()),
+                static_cast<size_t>(smem_), s, args, false, static_cast<unsigned>(cluster_));
   }
   std::string includes() const override { return "forward (TMA, warp-specialized)"; }
 
