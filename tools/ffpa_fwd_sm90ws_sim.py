@@ -36,6 +36,11 @@ def own_panels(NPO, odd):
     return (NP0, NPO - NP0)
 
 
+def first_v(NPO, own, c, split):
+    """Consumer c's first V (and O) panel: its O columns follow consumer 0's in the CTA's share."""
+    return split * NPO + (0 if c == 0 else own[0])
+
+
 def seq_k(NP, own, c, t, q, lead=False):
     if lead and c == 0:  # FFPA_LEAD: V of block 2t - 1 after K of block 2t
         return max(0, t * (NP + 2 * own[0]) - own[0]) + q
@@ -104,7 +109,7 @@ class NamedBarrier:
 
 
 def producer_order(NP, NPO, own, npairs, c, split=0, lead=False):
-    v0 = split * NPO + (0 if c == 0 else own[0])
+    v0 = first_v(NPO, own, c, split)
     out = []  # (kind, block, panel) in seq order
     if lead and c == 0:
         for t in range(npairs):
@@ -132,7 +137,6 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
         return False  # drawing ahead, consumer 0 does too: refused
     half = 8192 // CL
     orders = [producer_order(NP, NPO, own, npairs, c, split, lead) for c in range(2)]
-    v0s = [split * NPO, split * NPO + own[0]]
     for c in range(2):
         assert len(orders[c]) == (NP + 2 * own[c]) * npairs
         for t in range(npairs):  # the sequence functions index the producer's order
@@ -141,7 +145,7 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
             for i in range(2):
                 for k in range(own[c]):
                     assert orders[c][seq_v(NP, own, c, t, i, k, npairs, lead)] == (
-                        "V", 2 * t + i, v0s[c] + k)
+                        "V", 2 * t + i, first_v(NPO, own, c, split) + k)
     ctas = []
     for _ in range(CL):
         cta = {"rings": [], "bar": [NamedBarrier("BAR_P0"), NamedBarrier("BAR_P1")],
@@ -231,7 +235,7 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
     def consumer(cta, c):
         x = ctas[cta]
         n = own[c]
-        v0 = split * NPO + (0 if c == 0 else own[0])
+        v0 = first_v(NPO, own, c, split)
         def panels_v(t, i):
             return [(seq_v(NP, own, c, t, i, k, npairs, lead), ("V", 2 * t + i, v0 + k))
                     for k in range(n)]
