@@ -2,7 +2,7 @@
 // ffpa_bwd_sm90.cuh and ffpa_bwd_sm90c.cuh: delta = rowsum(dO * O) with the dq_accum row zeroed
 // before the main kernel, dq_accum (and the dbias workspace) to the output dtypes after it. Reads
 // FFPA_D, FFPA_BF16, FFPA_BIAS, FFPA_DBIAS (0 when the main kernel has no dBias) and
-// FFPA_DQ_TILED (the layout of dq_accum; 0 when not defined).
+// FFPA_DQ_TILED and FFPA_DQ_PARTS (the layout of dq_accum; 0 and 4 when not defined).
 #pragma once
 
 #include "ffpa_common.cuh"
@@ -10,27 +10,30 @@
 #ifndef FFPA_DQ_TILED
 #define FFPA_DQ_TILED 0
 #endif
+#ifndef FFPA_DQ_PARTS
+#define FFPA_DQ_PARTS 4
+#endif
 
 namespace ffpa_bwd_aux {
 constexpr int D = FFPA_D;
 
 #if FFPA_DQ_TILED
 // Offset in dq_accum of row (b, hq, r), columns col, col + 1 (col even), when it is tiled
-// (ffpa-bwd-sm90c, FFPA_DQ_TILED = its quarter: D is split into 4 quarters of that many columns;
-// otherwise dq_accum is contiguous [B, Hq, Nq, D]): per (b, kv head, query tile of 64 packed rows
-// of the GQA group, quarter, 64-column chunk of the quarter) a 64 x 64 block in the order of an
-// m64n64 wgmma accumulator: warp w, n8 group n, lane l, element e hold row 16 w + l / 4 + 8 (e /
-// 2), column 8 n + 2 (l % 4) + e % 2. A warp then reduces one n8 group of its fragment as 512
-// contiguous bytes, with no lane exchange and no bounds check (rows past the group and columns
-// past D land in the padding, which nothing reads).
+// (ffpa-bwd-sm90c, FFPA_DQ_TILED = its warpgroup's part: D is split into FFPA_DQ_PARTS parts, 4
+// quarters or 2 halves, of that many columns; otherwise dq_accum is contiguous [B, Hq, Nq, D]):
+// per (b, kv head, query tile of 64 packed rows of the GQA group, part, 64-column chunk of the
+// part) a 64 x 64 block in the order of an m64n64 wgmma accumulator: warp w, n8 group n, lane l,
+// element e hold row 16 w + l / 4 + 8 (e / 2), column 8 n + 2 (l % 4) + e % 2. A warp then reduces
+// one n8 group of its fragment as 512 contiguous bytes, with no lane exchange and no bounds check
+// (rows past the group and columns past D land in the padding, which nothing reads).
 constexpr int DQ = FFPA_DQ_TILED;
-constexpr int QCHUNKS = (DQ + 63) / 64;  // 64-column chunks of a quarter
-// The first float of the block of query tile `tile` and chunk `chunk` (quarter * QCHUNKS + its
+constexpr int QCHUNKS = (DQ + 63) / 64;  // 64-column chunks of a part
+// The first float of the block of query tile `tile` and chunk `chunk` (part * QCHUNKS + its
 // chunk) of kv head kvh.
 __device__ __forceinline__ long long dq_block(const FfpaFwdParams& f, int b, int kvh, int tile,
                                               int chunk) {
   const int tiles = (f.group * f.Nq + 63) / 64;
-  return ((((long long)b * f.Hkv + kvh) * tiles + tile) * (4 * QCHUNKS) + chunk) * 4096;
+  return ((((long long)b * f.Hkv + kvh) * tiles + tile) * (FFPA_DQ_PARTS * QCHUNKS) + chunk) * 4096;
 }
 __device__ __forceinline__ long long dq_offset(const FfpaFwdParams& f, int b, int hq, int r,
                                                int col) {

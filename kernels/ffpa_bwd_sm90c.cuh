@@ -24,6 +24,9 @@
 //                transfer; needs two chunks a warpgroup), 0: every chunk in its own tile
 //   FFPA_XBUF    exchange buffers: 1, guarded by a cluster barrier a query tile, or 2 used in
 //                turn, which leaves the exchange ordered by its mbarriers alone
+//   FFPA_CLUSTER 2: the cluster of two blocks described below; 1: one block holds the whole D
+//                (BC = 64, D at most 320: dK and dV of half of D in a warpgroup's registers)
+//                and nothing is exchanged (below)
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh
 //
 // Layout of the work: block x = 2 i + rank (rank = the block's rank in its cluster) works on key
@@ -67,6 +70,17 @@
 // tiles, so they agree on e. With two buffers S is exchanged as soon as its wgmmas retire, while
 // dP's run (a commit group of their own), and P is computed while dP's sums travel.
 // tools/ffpa_bwd_sm90c_sim.py checks the placement, fragments, exchanges and the barrier protocol.
+//
+// FFPA_CLUSTER = 1 (FA3's split for a head dim whose dK and dV fit one block): block x works on
+// key tile x alone and holds all of D, warpgroup w the half [w DQ, (w + 1) DQ) (D rounded up to
+// 32, over 2) for dK, dV and dQ as above. S and dP are split by keys instead: warpgroup w
+// computes them over the whole D for the keys [32 w, 32 w + 32) (m64n32), so its sums are
+// complete and there is no exchange at all, neither in the block nor in a cluster; its threads
+// compute P and dS of those keys for both of their rows (h = 0, 1) and store them transposed,
+// and the block barrier that publishes them is the only hand-over. The price: every warpgroup
+// reads all of Q and dO for m64n32 wgmmas in phase 1 (twice the shared-memory reads per flop
+// of m64n64), and the block holds K, V, Q and dO of the whole D (D at most 320 fits with one
+// Q/dO stage).
 #pragma once
 
 #include "ffpa_bwd_aux.cuh"
@@ -84,15 +98,18 @@ constexpr int BR = 64;
 constexpr int BC = FFPA_BC;
 constexpr int NN = BC / 8;  // n8 groups of an m64nBC accumulator
 constexpr int NT = 256;
+constexpr int CL = FFPA_CLUSTER;  // blocks a key tile is split over (halves of D)
 // KM (64 keys): dK and dV key-major (M = the 64 keys, N = the quarter's columns), so a quarter
 // is D rounded up to 64, over 4 (a multiple of 16 for the k16 steps of S): D = 320 does 320
 // columns' work. 32 keys (past D = 512) cannot be an M: there dK^T and dV^T have M = the
 // quarter's columns in 64-row steps, and D is padded to 256.
 constexpr bool KM = BC == 64;
-constexpr int DQ = (KM ? (D + 63) / 64 * 64 : (D + 255) / 256 * 256) / 4;  // columns of a warpgroup
-constexpr int DC = 2 * DQ;                                                 // columns of a block
+// CL = 1: a warpgroup holds half of D, rounded up to 16 columns (a k16 step of phase 1).
+constexpr int DQ = CL == 1
+                       ? (D + 31) / 32 * 16
+                       : (KM ? (D + 63) / 64 * 64 : (D + 255) / 256 * 256) / 4;  // of a warpgroup
+constexpr int DC = 2 * DQ;          // columns of a block
 constexpr int NP = (DQ + 63) / 64;  // 64-column panels of a quarter, each quarter from its own
-constexpr int DP = 4 * NP * 64;     // the panels of all quarters (zero-filled past D)
 constexpr int LAST8 = (DQ - (NP - 1) * 64) / 8;  // n8 groups of a quarter's last panel
 constexpr int PPG = FFPA_PANELS;                 // panels per Q/dO cp.async group
 constexpr int NG = NP / PPG;
@@ -108,7 +125,10 @@ constexpr int ROW_BYTES = BR * 8;      // row table of a tile: lse, delta
 // S's sums, NN / 2 float4 a thread; dP's sums likewise (and one word of keep bits with dropout).
 constexpr u32 XS_BYTES = NT * NN * 8;
 constexpr u32 XD_BYTES = NT * NN * 8 + (FFPA_DROPOUT ? NT * 4 : 0);
-constexpr ffpa_layout::BwdSm90c LAYOUT = ffpa_layout::bwd_sm90c_layout(DP, BC, XB);
+// n8 groups of a warpgroup's S and dP accumulators: CL = 1 splits the keys between warpgroups.
+constexpr int NS = CL == 1 ? NN / 2 : NN;
+constexpr ffpa_layout::BwdSm90c LAYOUT =
+    ffpa_layout::bwd_sm90c_layout(2 * NP * 64, BC, CL == 2 ? XB : 0);
 static_assert(BR == ffpa_layout::BwdSm90c::kRows && NT == ffpa_layout::BwdSm90c::kThreads,
               "the layout's tile");
 constexpr float LOG2E = 1.4426950408889634f;
@@ -124,6 +144,8 @@ static_assert(NP % PPG == 0, "a Q/dO group holds a whole share of the quarter's 
 static_assert(DQB == 1 || DQB == 2, "one or two dQ chunk accumulators");
 static_assert(XB == 1 || XB == 2, "one or two exchange buffers");
 static_assert(DQL == 0 || (DQL == 1 && NP >= 2), "the last of two or more dQ chunks deferred");
+static_assert(CL == 2 || (CL == 1 && KM && XB == 1 && DQL == 0),
+              "one block a key tile: 64 keys, key-major, nothing exchanged or deferred");
 
 // Granule (row, shared column lc) of the block's columns (global column col).
 __device__ __forceinline__ void kv_granule(const FfpaFwdParams& f, const u16* kb, const u16* vb,
@@ -158,7 +180,12 @@ __device__ __forceinline__ void qdo_gran(QdoRow src, u32 sQ, u32 sO, int row, in
 
 }  // namespace ffpa_bwd90c
 
-extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd90c::NT, 1)
+#if FFPA_CLUSTER == 2
+#define FFPA_BWD90C_CLUSTER __cluster_dims__(2, 1, 1)
+#else
+#define FFPA_BWD90C_CLUSTER
+#endif
+extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT, 1)
     ffpa_bwd_sm90c_kernel(const FfpaBwdParams p) {
   using namespace ffpa_bwd90c;
   const FfpaFwdParams& f = p.fwd;
@@ -187,9 +214,9 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   const int tid = threadIdx.x, lane = tid & 31;
   // The warpgroup index through a shuffle, so that ptxas knows it is warp-uniform.
   const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0), t128 = tid & 127, wq = t128 >> 5;
-  const int rank = (int)cluster_rank();
+  const int rank = CL == 2 ? (int)cluster_rank() : 0;
   const int cbase = rank * DC;  // the block's first column of D
-  const int n0 = (blockIdx.x >> 1) * BC;
+  const int n0 = (blockIdx.x >> (CL - 1)) * BC;
   const int kvh = blockIdx.y, b = blockIdx.z;
   const int rows_total = f.group * f.Nq;
   const int diag = FFPA_CAUSAL == 1 ? f.Nkv - f.Nq : 0;  // row r sees keys k <= r + diag
@@ -207,11 +234,13 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
     cp_async_commit();
   }
   // The exchange barrier is initialized in both blocks before either can store into the other.
-  if (tid == 0) {
-    for (int i = 0; i < 4; ++i) mbar_init(full + i * 8, 1);
-    mbar_init_fence();
+  if (CL == 2) {
+    if (tid == 0) {
+      for (int i = 0; i < 4; ++i) mbar_init(full + i * 8, 1);
+      mbar_init_fence();
+    }
+    cluster_sync();
   }
-  cluster_sync();
 
   // Causal: query tiles that see none of the key tile's keys are skipped (cluster-uniform: both
   // blocks have the same n0, so they meet at the same cluster barriers and count the same
@@ -222,7 +251,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   // one q head's tiles, not the group's: with GQA the clusters of a wave then stay within a head
   // of each other, so the Q, dO and dQ rows they share stay in L2 between their passes.
   const int span = min((f.Nq + BR - 1) / BR, ntile);
-  const int start = (int)((long long)(blockIdx.x >> 1) * span / (gridDim.x >> 1));
+  const int start = (int)((long long)(blockIdx.x >> (CL - 1)) * span / (gridDim.x >> (CL - 1)));
   auto tile_at = [&](int k) { return k + start >= ntile ? k + start - ntile : k + start; };
   auto next_tile = [&](int k) {
     for (; FFPA_CAUSAL && k < ntile; ++k) {
@@ -287,18 +316,19 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
 #pragma unroll
       for (int e = 0; e < 4; ++e) dv[c][n][e] = dk[c][n][e] = 0.f;
 
-  const int key0 = n0 + (lane & 3) * 2;  // key of this thread's first accumulator column
+  // Key of this thread's first accumulator column (CL = 1: of its warpgroup's keys).
+  const int key0 = n0 + (CL == 1 ? wg * (BC / 2) : 0) + (lane & 3) * 2;
 #if FFPA_DBIAS == 1
   // dBias column sums of the thread's keys (a key bias [1,1,1,Nkv]) over every query tile. The
   // bias itself is read per tile (cached): held in registers too, it spilled at D = 512, bc = 64.
-  float colsum[NN][2];
+  float colsum[NS][2];
 #pragma unroll
-  for (int n = 0; n < NN; ++n) colsum[n][0] = colsum[n][1] = 0.f;
+  for (int n = 0; n < NS; ++n) colsum[n][0] = colsum[n][1] = 0.f;
 #endif
   // This thread's first exchange slot (S's half of buffer 0) in the other block.
-  const u32 xpeer = map_rank(smem_u32(xbuf + wg * NN / 2 * 128 + t128), rank ^ 1);
-  const u32 keep_peer = map_rank(smem_u32(keep_in + tid), rank ^ 1);
-  const u32 full_peer = map_rank(full, rank ^ 1);
+  const u32 xpeer = CL == 2 ? map_rank(smem_u32(xbuf + wg * NN / 2 * 128 + t128), rank ^ 1) : 0;
+  const u32 keep_peer = CL == 2 ? map_rank(smem_u32(keep_in + tid), rank ^ 1) : 0;
+  const u32 full_peer = CL == 2 ? map_rank(full, rank ^ 1) : 0;
   // dQ[:, quarter] = dS K[:, quarter] of the query tile whose dS^T is in sSt, chunk c: columns
   // cbase + w * DQ + c * 64 .. + 63 (the last chunk LAST8 * 8 of them), reduced into query tile
   // tt's rows.
@@ -373,38 +403,64 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       r = i < rows_total ? i % f.Nq : -1;
       hq = kvh * f.group + i / f.Nq;
     };
+#if FFPA_DROPOUT
+    // Dropout keep bits of row (r, hq), n8 groups [n_lo, n_hi) (bit 2 n + e). The forward's
+    // element ((b Hq + hq) Nq + r) Nkv + key. The lanes of a pair share the row: for the groups
+    // n, n + 1 the even lane draws the 4 keys of both in group n and the odd lane those in n + 1
+    // (keep_pair_swap), so each Philox block is drawn once. One draw live at a time (a rolled
+    // loop).
+    auto keep_bits = [&](int r, int hq, int n_lo, int n_hi) {
+      u32 keep = 0;
+      const unsigned long long g =
+          f.dropout_offset +
+          (((unsigned long long)b * f.Hq + hq) * f.Nq + max(r, 0)) * (unsigned long long)f.Nkv +
+          key0 - (lane & 1) * 2 + (lane & 1) * 8;
+#pragma unroll 1
+      for (int n = n_lo; n < n_hi; n += 2) {
+        const unsigned long long gn = g + n * 8;
+        // Masked to its 4 decisions (keep_pair_swap reads no more): the form whose cubins ran.
+        const u32 k4 = keep4(f.dropout_seed, gn >> 2, (u32)gn & 3, f.dropout_keep_min) & 15u;
+        keep |= keep_pair_swap(k4, lane & 1) << (2 * n);
+      }
+      return keep;
+    };
+#endif
 
-    // Phase 1: S and dP over the warpgroup's quarter of D, one wgmma group per Q/dO group. With
-    // two exchange buffers the last group's dP wgmmas are a commit group of their own: S is
-    // exchanged while they run.
-    float s[NN][4], dp[NN][4];
+    // Phase 1: S and dP over the warpgroup's quarter of D (CL = 1: over both halves, for the
+    // warpgroup's keys: rows 32 wg of K and V), one wgmma group per Q/dO group. With two
+    // exchange buffers (or none: CL = 1) the last group's dP wgmmas are a commit group of their
+    // own: S is exchanged (CL = 1: P computed) while they run.
+    float s[NS][4], dp[NS][4];
 #pragma unroll
     for (int g = 0; g < NG; ++g) {
       cp_async_wait_upto<NG - 1>(NG - 1 - g);
       fence_proxy_async();  // cp.async writes are generic-proxy, wgmma reads async-proxy
       __syncthreads();
-      const int pn = wg * NP + g * PPG;  // first panel of the group in this quarter
+      const int pn = (CL == 1 ? 0 : wg * NP) + g * PPG;  // first panel of the group in this quarter
+      const int keys = CL == 1 ? wg * (BC / 2) * 128 : 0;
       const u32 sq = opaque(sQ + pn * Q_PANEL), so = opaque(sO + pn * Q_PANEL);
-      const u32 sk = opaque(sK + pn * KV_PANEL), sv = opaque(sV + pn * KV_PANEL);
-      const bool split = XB == 2 && g == NG - 1;
+      const u32 sk = opaque(sK + pn * KV_PANEL + keys), sv = opaque(sV + pn * KV_PANEL + keys);
+      const bool split = (CL == 1 || XB == 2) && g == NG - 1;
       auto issue = [&](bool with_s, bool with_dp) {
 #pragma unroll
-        for (int pp = 0; pp < PPG; ++pp)
+        for (int hh = 0; hh < 3 - CL; ++hh)
 #pragma unroll
-          for (int kk = 0; kk < 4; ++kk) {
-            if ((g * PPG + pp) * 64 + kk * 16 >= DQ) continue;  // past the quarter
-            // acc (+)= A B^T over the k16 step: A = Q or dO, B = K or V.
-            auto mma = [&](float(&acc)[NN][4], u32 a, u32 b) {
-              const u64 da = desc_k(a + pp * Q_PANEL + kk * 32);
-              const u64 db = desc_k(b + pp * KV_PANEL + kk * 32);
-              if (g == 0 && pp == 0 && kk == 0)
-                wgmma_first<0, 0>(acc, da, db);
-              else
-                wgmma<0, 0>(acc, da, db);
-            };
-            if (with_s) mma(s, sq, sk);
-            if (with_dp) mma(dp, so, sv);
-          }
+          for (int pp = 0; pp < PPG; ++pp)
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+              if ((g * PPG + pp) * 64 + kk * 16 >= DQ) continue;  // past the quarter
+              // acc (+)= A B^T over the k16 step: A = Q or dO, B = K or V.
+              auto mma = [&](float(&acc)[NS][4], u32 a, u32 b) {
+                const u64 da = desc_k(a + (hh * NP + pp) * Q_PANEL + kk * 32);
+                const u64 db = desc_k(b + (hh * NP + pp) * KV_PANEL + kk * 32);
+                if (g == 0 && hh == 0 && pp == 0 && kk == 0)
+                  wgmma_first<0, 0>(acc, da, db);
+                else
+                  wgmma<0, 0>(acc, da, db);
+              };
+              if (with_s) mma(s, sq, sk);
+              if (with_dp) mma(dp, so, sv);
+            }
       };
       wgmma_fence();
       issue(true, !split);
@@ -414,12 +470,90 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       }
       wgmma_commit();
     }
-    if (XB == 2)
+    if (CL == 1 || XB == 2)
       wgmma_wait<1>();
     else
       wgmma_wait<0>();
     fence_acc(s);
 
+#if FFPA_CLUSTER == 1
+    // No exchange: the warpgroup's S and dP are whole sums over D for its keys, held for two
+    // rows a thread (h = 0, 1: accumulator elements 2 h + e). P of both rows (in S's registers)
+    // while dP's wgmmas run, the keep bits still under them, then Pd and dS, stored transposed.
+    // The formulas are the cluster path's below, which keeps its own inline copy: a shared form
+    // changed the instructions of its measured causal kernels (one form once both are measured
+    // again).
+    {
+      float dl[2];
+      int r[2], hq[2];
+      const int kv_lim = f.Nkv - key0;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = wq * 16 + (lane >> 2) + h * 8;
+        const float l = lse_log2(rt[row]);
+        dl[h] = rt[BR + row];
+        row_of(row, r[h], hq[h]);
+        const int causal_lim = r[h] + diag - key0;
+#if FFPA_DBIAS >= 2
+        const long long boff = b * f.bias_batch_stride + hq[h] * f.bias_head_stride +
+                               max(r[h], 0) * f.bias_row_stride + key0;
+#endif
+#pragma unroll
+        for (int n = 0; n < NS; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int kof = n * 8 + e;
+            const bool masked = kof >= kv_lim || (FFPA_CAUSAL && kof > causal_lim);
+            float x = s[n][2 * h + e] * f.scale_log2 - l;
+#if FFPA_DBIAS == 1
+            if (kof < kv_lim) x += bias_at(f, key0 + kof) * LOG2E;
+#elif FFPA_DBIAS >= 2
+            if (kof < kv_lim) x += bias_at(f, boff + kof) * LOG2E;
+#endif
+            s[n][2 * h + e] = masked ? 0.f : exp2f(x);
+          }
+      }
+      u32 keep[2] = {0u, 0u};
+#if FFPA_DROPOUT
+#pragma unroll
+      for (int h = 0; h < 2; ++h) keep[h] = keep_bits(r[h], hq[h], 0, NS);
+#endif
+      wgmma_wait<0>();
+      fence_acc(dp);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        u32 pp4[4], ds4[4];  // packed Pd and dS of the four n8 groups (bf16 / fp16 pairs)
+#pragma unroll
+        for (int n = 0; n < NS; ++n) {
+          float pd[2], ds[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pv = s[n][2 * h + e], dpv = dp[n][2 * h + e];
+#if FFPA_DROPOUT
+            pd[e] = keep[h] >> (2 * n + e) & 1 ? pv * f.dropout_scale : 0.f;
+            ds[e] = pd[e] * dpv - pv * dl[h];
+#else
+            pd[e] = pv;
+            ds[e] = pv * (dpv - dl[h]);
+#endif
+#if FFPA_DBIAS == 1
+            colsum[n][e] += ds[e];
+#elif FFPA_DBIAS >= 2
+            if (r[h] >= 0 && n * 8 + e < kv_lim)
+              put_dbias(p, b, hq[h], r[h], key0 + n * 8 + e, ds[e]);
+#endif
+          }
+          pp4[n] = pack2(pd[0], pd[1]);
+          ds4[n] = pack2(ds[0], ds[1]);
+        }
+        // The four n8 groups as four 8 x 8 matrices of the warp's 8 rows of h, stored
+        // transposed: lane l addresses the warpgroup's key 8 (l / 8) + l % 8.
+        const u32 off = tile_off(wg * (BC / 2) + lane, wq * 16 + h * 8, BC);
+        stmatrix_x4_trans(sPt + off, pp4);
+        stmatrix_x4_trans(sSt + off, ds4);
+      }
+    }
+#else
     // Exchange in the block: warpgroup w finishes the accumulator rows of h = w. A thread hands
     // over its h = 1 - w partials (same warp and lane of the other warpgroup: the same
     // positions) and adds the other's h = w partials; the slots hold the S half of the buffer,
@@ -470,30 +604,17 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
       // block's stores land in. The keep bits are drawn while the other block gets there.
       cluster_arrive();
     }
-#if FFPA_DROPOUT
     // Keep bits of the thread's row (bit 2n + e): this block draws the n8 groups of its half,
     // n in [rank NN / 2, (rank + 1) NN / 2), and the other block's half comes with the cluster
-    // exchange, so each P element's Philox draw is made once per cluster. The forward's element
-    // ((b Hq + hq) Nq + r) Nkv + key. The lanes of a pair share the row: for the groups n, n + 1
-    // the even lane draws the 4 keys of both in group n and the odd lane those in n + 1
-    // (keep_pair_swap), so each Philox block is drawn once. One draw live at a time (a rolled
-    // loop). With two buffers the draws run under dP's wgmmas.
+    // exchange, so each P element's Philox draw is made once per cluster. With two buffers the
+    // draws run under dP's wgmmas.
     static_assert(NN % 4 == 0, "each block draws whole pairs of n8 groups");
     u32 keep = 0;
+#if FFPA_DROPOUT
     {
       int r, hq;
       row_of(wq * 16 + (lane >> 2) + wg * 8, r, hq);
-      const unsigned long long g =
-          f.dropout_offset +
-          (((unsigned long long)b * f.Hq + hq) * f.Nq + max(r, 0)) * (unsigned long long)f.Nkv +
-          key0 - (lane & 1) * 2 + (lane & 1) * 8;
-#pragma unroll 1
-      for (int n = rank * (NN / 2); n < (rank + 1) * (NN / 2); n += 2) {
-        const unsigned long long gn = g + n * 8;
-        // Masked to its 4 decisions (keep_pair_swap reads no more): the form whose cubins ran.
-        const u32 k4 = keep4(f.dropout_seed, gn >> 2, (u32)gn & 3, f.dropout_keep_min) & 15u;
-        keep |= keep_pair_swap(k4, lane & 1) << (2 * n);
-      }
+      keep = keep_bits(r, hq, rank * (NN / 2), (rank + 1) * (NN / 2));
     }
 #endif
     if (XB == 2) {
@@ -613,6 +734,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
         }
       }
     }
+#endif
     fence_proxy_async();
     __syncthreads();  // P^T and dS^T of both warpgroups published
 
@@ -677,7 +799,7 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(ffpa_bwd9
   // key, then one atomic per warp and key.
   if (rank == 0) {
 #pragma unroll
-    for (int n = 0; n < NN; ++n)
+    for (int n = 0; n < NS; ++n)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float v = colsum[n][e];

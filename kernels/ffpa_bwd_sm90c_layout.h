@@ -1,6 +1,6 @@
 // Shared-memory layout of ffpa-bwd-sm90c, read by the kernel (its regions) and by the host (the
 // bytes a launch asks for), so the two cannot drift. Offsets from the 1024-aligned base; the same
-// in both CTAs of the cluster (the exchange slots are addressed across them).
+// in both CTAs of a cluster (the exchange slots are addressed across them).
 #pragma once
 
 #include "ffpa_layout.h"
@@ -11,8 +11,8 @@ struct BwdSm90c {
   static constexpr int kRows = 64;  // query rows of a tile
   static constexpr int kThreads = 256;
 
-  int k, v;    // the block's half of K and V: bc keys x dp / 2 columns each
-  int q, o;    // the block's half of Q and dO: 64 rows x dp / 2
+  int k, v;    // the block's columns of K and V: bc keys x dc columns each
+  int q, o;    // the block's columns of Q and dO: 64 rows x dc
   int pt, st;  // P^T (then dS^T) and S^T: bc x 64 each
   int x;       // exchange buffers (xbuf of them): S, then dP: [warpgroup][n8 pair][thread] float4
   int rows;    // row tables of two query tiles: lse and delta per row
@@ -21,12 +21,12 @@ struct BwdSm90c {
   int bytes;   // dynamic shared memory of a launch, with the alignment slack
 };
 
-// dp: D padded to a multiple of 256 (each of the 4 warpgroups of the cluster holds a quarter);
-// bc: keys of a block; xbuf: exchange buffers (1 or 2).
-FFPA_LAYOUT_FN BwdSm90c bwd_sm90c_layout(int dp, int bc, int xbuf) {
+// dc: the block's columns in shared memory (its two warpgroups' parts of D, each on whole
+// 64-column panels); bc: keys of a block; xbuf: exchange buffers (1 or 2; 0 without a cluster).
+FFPA_LAYOUT_FN BwdSm90c bwd_sm90c_layout(int dc, int bc, int xbuf) {
   using L = BwdSm90c;
   BwdSm90c l{};
-  const int kv = bc * (dp / 2) * 2, q = L::kRows * (dp / 2) * 2, pt = bc * L::kRows * 2;
+  const int kv = bc * dc * 2, q = L::kRows * dc * 2, pt = bc * L::kRows * 2;
   l.k = 0;
   l.v = l.k + kv;
   l.q = l.v + kv;

@@ -43,7 +43,7 @@ __device__ __forceinline__ u64 desc_mn_wide(u32 addr, u32 atom) {
 #else
 #define FFPA_WG_AB "f16"
 #endif
-// m64nN f32 accumulators of N / 8 n8 groups, N = 16 .. 128: the asm register lists.
+// m64nN f32 accumulators of N / 8 n8 groups, N = 16 .. 160: the asm register lists.
 #define FFPA_WG_ACC_2 "{%0, %1, %2, %3, %4, %5, %6, %7}"
 #define FFPA_WG_ACC_4 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
 #define FFPA_WG_ACC_6                                                                 \
@@ -70,6 +70,18 @@ __device__ __forceinline__ u64 desc_mn_wide(u32 addr, u32 atom) {
   "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, "  \
   "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, "  \
   "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define FFPA_WG_ACC_18                                                                \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+  "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, "  \
+  "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, "  \
+  "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, "  \
+  "%66, %67, %68, %69, %70, %71}"
+#define FFPA_WG_ACC_20                                                                \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, " \
+  "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, "  \
+  "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, "  \
+  "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, "  \
+  "%66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79}"
 
 #define FFPA_WG_REGS4(c, d, i) c(d[i][0]), c(d[i][1]), c(d[i][2]), c(d[i][3])
 #define FFPA_WG_REGS_2(c, d) FFPA_WG_REGS4(c, d, 0), FFPA_WG_REGS4(c, d, 1)
@@ -83,6 +95,10 @@ __device__ __forceinline__ u64 desc_mn_wide(u32 addr, u32 atom) {
   FFPA_WG_REGS_12(c, d), FFPA_WG_REGS4(c, d, 12), FFPA_WG_REGS4(c, d, 13)
 #define FFPA_WG_REGS_16(c, d) \
   FFPA_WG_REGS_14(c, d), FFPA_WG_REGS4(c, d, 14), FFPA_WG_REGS4(c, d, 15)
+#define FFPA_WG_REGS_18(c, d) \
+  FFPA_WG_REGS_16(c, d), FFPA_WG_REGS4(c, d, 16), FFPA_WG_REGS4(c, d, 17)
+#define FFPA_WG_REGS_20(c, d) \
+  FFPA_WG_REGS_18(c, d), FFPA_WG_REGS4(c, d, 18), FFPA_WG_REGS4(c, d, 19)
 
 // d[n8][e]: register 4 * n8 + e of the m64nN f32 accumulator holds row 16 * warp + lane / 4 +
 // 8 * (e >> 1), column 8 * n8 + 2 * (lane % 4) + (e & 1).
@@ -122,6 +138,8 @@ FFPA_WG_SHAPE(10, "80", FFPA_WG_ACC_10, FFPA_WG_REGS_10, "%40, %41", "%42", "%43
 FFPA_WG_SHAPE(12, "96", FFPA_WG_ACC_12, FFPA_WG_REGS_12, "%48, %49", "%50", "%51, %52")
 FFPA_WG_SHAPE(14, "112", FFPA_WG_ACC_14, FFPA_WG_REGS_14, "%56, %57", "%58", "%59, %60")
 FFPA_WG_SHAPE(16, "128", FFPA_WG_ACC_16, FFPA_WG_REGS_16, "%64, %65", "%66", "%67, %68")
+FFPA_WG_SHAPE(18, "144", FFPA_WG_ACC_18, FFPA_WG_REGS_18, "%72, %73", "%74", "%75, %76")
+FFPA_WG_SHAPE(20, "160", FFPA_WG_ACC_20, FFPA_WG_REGS_20, "%80, %81", "%82", "%83, %84")
 #undef FFPA_WG_SHAPE
 #undef FFPA_WG_SS_ASM
 

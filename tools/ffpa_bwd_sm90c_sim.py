@@ -70,6 +70,17 @@ kernels passed their GPU tests first time). Its MN-major reading puts column n o
 key-major dV/dK B operand (N = DQ up to 128, not always whole atoms: 48, 80, 112) relies on; the
 bc = 32 form and the dQ chunks use N <= 64 from an atom's start, as before.
 
+One block a key tile (cluster = 1, FFPA_CLUSTER = 1; bc = 64, xbuf = 1): the block holds the
+whole D, a warpgroup's part is half of D rounded up to 32 (DQ = part(D, bc, 1)), the block's
+shared columns 2 NP 64 and no exchange buffers or keep sets (the host's xbuf argument 0). Phase 1
+runs over both halves' panels of each Q/dO group (hh = 0, 1), with K and V from row 32 wg
+(m64n32: the warpgroup's keys); there is no exchange: each thread computes P, Pd and dS of its
+four n8 groups for both of its rows (registers 4 n + 2 h + e) with key0 = n0 + 32 wg + 2 (lane %
+4), dBias in its one block, and stores them by one stmatrix .trans per row half (lane l: key
+32 wg + l). dq_accum is tiled by 2 halves (FFPA_DQ_PARTS = 2, the chunk of dq_block (wg NP + c)).
+Everything after P^T and dS^T (dV, dK, the dQ chunks and reductions, the staging, the epilogue)
+is the cluster's code with rank 0.
+
 The knobs dqbuf and dqlag are not modelled: one dQ chunk accumulator a warpgroup (FFPA_DQBUF =
 1) and every chunk reduced within its own tile (FFPA_DQLAG = 0), chunk 0 before the next tile's
 staging and the others after it, as the kernel orders them.
@@ -166,7 +177,7 @@ from ffpa_fwd_sm90_sim import acc_pos, hw_k_major, hw_mn, matmul, transpose  # n
 BR, NT = 64, 256
 # m64nNk16 fragment, N up to 128 (the key-major dV, dK at D = 512): register r of thread t holds
 # (row, col) = ACC_POS[t][r]
-ACC_POS = [[acc_pos(t, r) for r in range(64)] for t in range(128)]
+ACC_POS = [[acc_pos(t, r) for r in range(80)] for t in range(128)]  # up to m64n160
 POISON = 77777
 MUT = set()
 
@@ -199,38 +210,46 @@ def desc_mn_wide(addr, atom):
 
 
 class Cfg:
-    def __init__(self, D, BC, PPG=1, XB=1):
-        self.D, self.BC, self.PPG, self.XB = D, BC, PPG, XB
+    def __init__(self, D, BC, PPG=1, XB=1, CL=2):
+        self.D, self.BC, self.PPG, self.XB, self.CL = D, BC, PPG, XB, CL
         self.NN = BC // 8
         # KM (64 keys): dK, dV key-major and quarters of D rounded up to 64; 32 keys: transposed,
-        # quarters of D padded to 256 (multiples of 64)
+        # quarters of D padded to 256 (multiples of 64). CL = 1 (one block a key tile, bc = 64):
+        # a warpgroup's part is half of D rounded up to 32
         self.KM = BC == 64
-        self.DQ = ((D + 63) // 64 * 64 if self.KM else (D + 255) // 256 * 256) // 4
+        assert CL == 2 or (CL == 1 and self.KM and XB == 1)
+        self.DQ = part(D, BC, CL)
         self.DC = 2 * self.DQ
-        self.NP = (self.DQ + 63) // 64  # panels of a quarter, each quarter from its own
-        self.DP = 4 * self.NP * 64  # the shared layout's width (ffpa_bwd_sm90c_layout.h's dp)
-        # the host sizes the launch's shared memory with padded(D) (smem_bytes): the same layout
-        assert self.DP == padded(D)
+        self.NP = (self.DQ + 63) // 64  # panels of a part, each part from its own
+        # the block's shared columns (ffpa_bwd_sm90c_layout.h's dc, the host's 2 part_panels 64)
+        self.BW = 2 * self.NP * 64
+        # CL = 2: the host's padded(D) is the cluster's columns, the same layout
+        assert CL == 1 or 2 * self.BW == padded(D)
+        # n8 groups of a warpgroup's S and dP: CL = 1 splits the keys between the warpgroups
+        self.NS = self.NN // 2 if CL == 1 else self.NN
+        self.PARTS = 2 * CL  # FFPA_DQ_PARTS
         last8 = (self.DQ % 64 if mut("last8_mod") else self.DQ - (self.NP - 1) * 64) // 8
         self.LAST8 = last8  # n8 groups of a quarter's last panel (its last dQ chunk)
         # xbuf = 2 does not fit beside the tiles of D padded past 768 (the host's smem check)
-        assert XB == 1 or XB == 2 and self.DP <= 768
+        assert XB == 1 or XB == 2 and padded(D) <= 768
         assert self.DQ % 16 == 0 and (self.KM or self.DQ % 64 == 0)
         # dV, dK accumulators: [1][DQ / 8] key-major, [NP][NN] transposed (one m64nBC a panel)
         self.DVX, self.DVY = (1, self.DQ // 8) if self.KM else (self.NP, self.NN)
-        assert self.NP % PPG == 0 and self.DVX * self.DVY <= 32
+        assert self.NP % PPG == 0 and self.DVX * self.DVY <= 32 and (CL == 2 or self.DQ <= 160)
         self.NG = self.NP // PPG
         self.KV_PANEL, self.Q_PANEL = BC * 128, BR * 128
-        self.KV_BYTES, self.Q_BYTES = BC * (self.DP // 2) * 2, BR * (self.DP // 2) * 2
+        self.KV_BYTES, self.Q_BYTES = BC * self.BW * 2, BR * self.BW * 2
         self.PT_BYTES = BC * BR * 2
         self.X_SLOTS = 2 * self.NN * 128  # float4 slots of an exchange buffer
         self.ROW_BYTES = BR * 8
         # ffpa_bwd_sm90c_layout.h: xbuf exchange buffers, row tables, xbuf keep sets, 4 mbarriers
+        # (CL = 1: the host's xbuf argument is 0, no exchange buffer or keep set)
+        self.XL = XB if CL == 2 else 0
         self.SMEM = (1024 + 2 * self.KV_BYTES + 2 * self.Q_BYTES + 2 * self.PT_BYTES +
-                     XB * self.X_SLOTS * 16 + 2 * self.ROW_BYTES + XB * NT * 4 + 32)
-        # FFPA_DQ_TILED, as the host sets it: the quarter where dq_accum is tiled, else 0; the
-        # kernel's static_asserts: key-major only tiled, and the tiled layout's quarter is DQ
-        self.TILED = quarter(D, BC) if dq_tiled(D) else 0
+                     self.XL * self.X_SLOTS * 16 + 2 * self.ROW_BYTES + self.XL * NT * 4 + 32)
+        # FFPA_DQ_TILED, as the host sets it: the part where dq_accum is tiled, else 0; the
+        # kernel's static_asserts: key-major only tiled, and the tiled layout's part is DQ
+        self.TILED = part(D, BC, CL) if dq_tiled(D) else 0
         assert (not self.KM or self.TILED) and self.TILED in (0, self.DQ)
 
     def smem_col(self, lc):
@@ -274,32 +293,40 @@ def quarter(D, bc):
     return ((D + 63) // 64 * 64 if bc == 64 else padded(D)) // 4
 
 
+def part(D, bc, cl):
+    """src/variants/ffpa_bwd_sm90c.cpp's part: a warpgroup's columns, a quarter, or with
+    cluster = 1 a half of D rounded up to 32."""
+    return (D + 31) // 32 * 16 if cl == 1 else quarter(D, bc)
+
+
 def dq_tiled(D):
     """src/variants/ffpa_bwd_sm90c.cpp's dq_tiled: dq_accum tiled up to D padded to 512."""
     return padded(D) <= 512
 
 
-def dq_accum_floats(pr, D):
-    """src/variants/ffpa_bwd_sm90c.cpp's dq_accum_floats (0: bwd::make_op's row-major size)."""
+def dq_accum_floats(pr, D, cl):
+    """src/variants/ffpa_bwd_sm90c.cpp's dq_accum_floats (0: bwd::make_op's row-major size):
+    2 cluster part_panels chunks a query tile."""
     if not dq_tiled(D):
         return 0
     rows = pr.group * pr.Nq
     if mut("dq_floats_rows_unpadded"):  # the packed rows not rounded up to whole query tiles
         return pr.B * pr.Hkv * rows * padded(D)
     tiles = (rows + 63) // 64
-    return pr.B * pr.Hkv * tiles * (padded(D) // 64) * 64 * 64
+    chunks = 2 * cl * ((part(D, 64, cl) + 63) // 64)
+    return pr.B * pr.Hkv * tiles * chunks * 64 * 64
 
 
-def dq_block(pr, dqt, b, kvh, tile, chunk):
-    """kernels/ffpa_bwd_aux.cuh's dq_block (FFPA_DQ_TILED = dqt, the quarter): the first float of
-    the 64 x 64 block of query tile `tile` (64 packed rows of the GQA group) and chunk `chunk`
-    (quarter * QCHUNKS + the quarter's 64-column chunk) of kv head kvh."""
+def dq_block(pr, dqt, parts, b, kvh, tile, chunk):
+    """kernels/ffpa_bwd_aux.cuh's dq_block (FFPA_DQ_TILED = dqt, the part; FFPA_DQ_PARTS =
+    parts): the first float of the 64 x 64 block of query tile `tile` (64 packed rows of the GQA
+    group) and chunk `chunk` (part * QCHUNKS + the part's 64-column chunk) of kv head kvh."""
     qchunks = (dqt + 63) // 64
     tiles = ((pr.Nq if mut("dq_tiles_per_head") else pr.group * pr.Nq) + 63) // 64
-    return ((((b * pr.Hkv + kvh) * tiles + tile) * (4 * qchunks) + chunk) * 4096)
+    return ((((b * pr.Hkv + kvh) * tiles + tile) * (parts * qchunks) + chunk) * 4096)
 
 
-def dq_offset(pr, dqt, b, hq, r, col):
+def dq_offset(pr, dqt, parts, b, hq, r, col):
     """kernels/ffpa_bwd_aux.cuh's dq_offset: row (b, hq, r), columns col, col + 1 (col even)."""
     kvh = hq // pr.group
     i = (hq - kvh * pr.group) * pr.Nq + r
@@ -311,28 +338,28 @@ def dq_offset(pr, dqt, b, hq, r, col):
         chunk = col // dqt * qchunks + qc // 64
     row, c = i & 63, qc & 63
     lane = (row & 7) * 4 + ((c & 7) >> 1)
-    return (dq_block(pr, dqt, b, kvh, i >> 6, chunk) +
+    return (dq_block(pr, dqt, parts, b, kvh, i >> 6, chunk) +
             (((row >> 4) * 8 + (c >> 3)) * 32 + lane) * 4 + ((row >> 3) & 1) * 2)
 
 
 _DQ_OWNERS = {}
 
 
-def dq_owners(pr, D, dqt):
+def dq_owners(pr, D, dqt, parts):
     """The pre kernel's zeroing and the convert kernel's reads of the tiled dq_accum (quarter
     dqt), over every row (b, hq, r) of the shape and column < D: {address: (b, hq, r, col)}, with
     the errors found (two elements at one address, an address outside the workspace). Cached per
     shape."""
-    key = (pr.B, pr.Hkv, pr.group, pr.Nq, D, dqt, mut("dq_tiles_per_head"),
+    key = (pr.B, pr.Hkv, pr.group, pr.Nq, D, dqt, parts, mut("dq_tiles_per_head"),
            mut("dq_floats_rows_unpadded"), mut("dq_offset_chunk_of_d"))
     if key not in _DQ_OWNERS:
         owners, errs = {}, []
-        floats = dq_accum_floats(pr, D)
+        floats = dq_accum_floats(pr, D, parts // 2)
         for b in range(pr.B):
             for hq in range(pr.Hkv * pr.group):
                 for r in range(pr.Nq):
                     for col in range(0, D, 2):  # the pre kernel's c = lane * 2; c < D; c += 64
-                        a = dq_offset(pr, dqt, b, hq, r, col)
+                        a = dq_offset(pr, dqt, parts, b, hq, r, col)
                         if not (0 <= a and a + 1 < floats) and len(errs) < 3:
                             errs.append(("dq_offset outside the workspace", b, hq, r, col, a))
                         for e in range(2):
@@ -451,6 +478,7 @@ def run_cluster(cfg, pr, j, raw_base):
     {(key, d): value}, dq_accum {(lrow, d): value}, dbias {key: value}, errors)."""
     D, BC, NN, NP, NG, PPG, DC, DQ = (cfg.D, cfg.BC, cfg.NN, cfg.NP, cfg.NG, cfg.PPG, cfg.DC,
                                       cfg.DQ)
+    NB = cfg.CL  # blocks of the key tile
     errors = []
     log = Log()
     raw_end = raw_base + cfg.SMEM
@@ -467,7 +495,7 @@ def run_cluster(cfg, pr, j, raw_base):
     sPt = sO + cfg.Q_BYTES
     sSt = sPt + cfg.PT_BYTES
     xb0 = sSt + cfg.PT_BYTES  # the exchange buffers: float4 slots, modelled as a dict per block
-    full = xb0 + cfg.XB * cfg.X_SLOTS * 16 + 2 * cfg.ROW_BYTES + cfg.XB * NT * 4
+    full = xb0 + cfg.XL * cfg.X_SLOTS * 16 + 2 * cfg.ROW_BYTES + cfg.XL * NT * 4
     assert full % 8 == 0 and full + 4 * 8 <= raw_end  # mbarrier i at full + 8 i
     xs = [{}, {}]  # per block: {(buffer, slot): float4}
     keep_in = [{}, {}]  # per block: keep bits from the other block, {(keep set, tid): word}
@@ -475,11 +503,12 @@ def run_cluster(cfg, pr, j, raw_base):
 
     # thread 0 of each block initializes the four mbarriers; the start cluster barrier publishes
     # them to the other block, whose st.async stores complete on them
-    for rank in range(2):
-        for bar in range(4):
-            log.access((rank, "full", bar), True, rank, 0)
-    if not mut("no_start_sync"):
-        log.cluster_sync()
+    if cfg.CL == 2:
+        for rank in range(2):
+            for bar in range(4):
+                log.access((rank, "full", bar), True, rank, 0)
+        if not mut("no_start_sync"):
+            log.cluster_sync()
 
     n0 = j * BC
     rows_total = pr.group * pr.Nq
@@ -489,7 +518,7 @@ def run_cluster(cfg, pr, j, raw_base):
     # K and V: granules over the block's DC columns, each at its quarter's shared column
     # (smem_col); the columns of a quarter's last panel past DQ are never loaded (they keep
     # POISON: a read of them shows)
-    for rank in range(2):
+    for rank in range(NB):
         cbase = (0 if mut("kv_no_cbase") else rank * DC)
         for tid in range(NT):
             for idx in range(tid, BC * DC // 8, NT):
@@ -581,7 +610,7 @@ def run_cluster(cfg, pr, j, raw_base):
     # the accumulator register written there holds (the hardware fragment, not the writer's
     # formula)
     if cfg.TILED:
-        dq_own, dq_errs = dq_owners(pr, D, cfg.TILED)
+        dq_own, dq_errs = dq_owners(pr, D, cfg.TILED, cfg.PARTS)
         errors += dq_errs
         dq_accum = dict.fromkeys(dq_own, 0)
     else:
@@ -599,14 +628,66 @@ def run_cluster(cfg, pr, j, raw_base):
                 row, col = pos[r]
                 at[r] = C[row][col] + (0 if first else at[r])
 
+    def solo_pds(tab, row_of, s, dp, dbias):
+        """CL = 1: no exchange. Warpgroup wg's S and dP hold whole sums for its keys [32 wg,
+        + 32) and both rows h = 0, 1 of a thread (registers 4 n + 2 h + e); P, Pd, dS of each,
+        dBias (one block), then P^T, dS^T by stmatrix .trans: for each warp and h, lane l
+        addresses the warpgroup's key l (n8 group l / 8) of the warp's 8 rows of h and receives
+        row i from lane 4 i + (l % 8) / 2, element (l % 8) & 1."""
+        rank = 0
+        for wg in range(2):
+            pds = {}  # (t128, n, h, e): the thread's Pd and dS
+            for t128 in range(128):
+                lane, wq = t128 % 32, t128 // 32
+                key0 = n0 + (0 if mut("solo_key0_no_wg") else wg * (BC // 2)) + (lane & 3) * 2
+                kv_lim = pr.Nkv - key0
+                for h in range(2):
+                    hr = 1 - h if mut("solo_rows_swapped") else h
+                    row = wq * 16 + (lane >> 2) + 8 * hr
+                    l, dl = tab[row]
+                    r, hq_row = row_of(row)
+                    causal_lim = r + diag - key0
+                    erow = ((0 * pr.Hq + hq_row) * pr.Nq + max(r, 0)) * pr.Nkv + key0
+                    for n in range(cfg.NS):
+                        for e in range(2):
+                            kof = n * 8 + e
+                            masked = kof >= kv_lim or (pr.causal and kof > causal_lim)
+                            reg = n * 4 + 2 * h + e
+                            p_ = 0 if masked else pfun(s[rank][wg][t128][reg], l)
+                            dmv = dp[rank][wg][t128][reg]
+                            if pr.dropout:
+                                pd = p_ * DSCALE if keep(pr.offset + erow + n * 8 + e) else 0
+                                ds = pd * dmv - p_ * dl
+                                p_ = pd
+                            else:
+                                ds = p_ * (dmv - dl)
+                            if not kof >= kv_lim:
+                                dbias[key0 + kof] = dbias.get(key0 + kof, 0) + ds
+                            pds[t128, n, h, e] = p_, ds
+            for wq in range(4):
+                for h in range(2):
+                    row0 = wq * 16 + h * 8
+                    for lane in range(32):
+                        m, jk = lane // 8, lane % 8
+                        key = (0 if mut("solo_pt_no_keys") else wg * (BC // 2)) + 8 * m + jk
+                        off = tile_off(key, row0, BC)
+                        for i in range(8):
+                            p_, ds = pds[wq * 32 + 4 * i + jk // 2, m, h, jk & 1]
+                            log.access((rank, "PtSt", off + 2 * i), True, rank,
+                                       wg * 128 + wq * 32 + lane)
+                            st(rank, sPt + off + 2 * i, p_)
+                            st(rank, sSt + off + 2 * i, ds)
+        if not mut("no_pt_barrier"):
+            log.block_sync(rank)
+
     if tile_at(0, 0) >= min((pr.Nq + BR - 1) // BR, ntile):
         errors.append(("the first query tile lies past a q head's tiles", tile_at(0, 0)))
-    ks0 = [next_tile(0, rank) for rank in range(2)]
+    ks0 = [next_tile(0, rank) for rank in range(NB)] * (3 - NB)
     if ks0[0] != ks0[1] or ks0[0] < ntile and tile_at(ks0[0], 0) != tile_at(ks0[0], 1):
         errors.append(("blocks start on different tiles", ks0))
     k, ex = ks0[0], 0  # ex: query tiles done (both blocks do the same)
     if k < ntile:
-        for rank in range(2):
+        for rank in range(NB):
             stage(rank, tile_at(k, rank), 0)
     while k < ntile:
         t = tile_at(k, 0)
@@ -620,7 +701,7 @@ def run_cluster(cfg, pr, j, raw_base):
         bpar = 0 if mut("one_mbarrier") else par
         bar_s, bar_d = bpar, 2 + bpar
         parity = ex & 1 if mut("one_mbarrier") else ((t if mut("par_from_tile") else ex) >> 1) & 1
-        kns = [next_tile(k + 1, rank) for rank in range(2)]
+        kns = [next_tile(k + 1, rank) for rank in range(NB)] * (3 - NB)
         if kns[0] != kns[1] or tile_at(k, 1) != t:
             errors.append(("blocks visit different tiles: a cluster barrier would hang", k, kns))
         kn = kns[0]
@@ -630,253 +711,264 @@ def run_cluster(cfg, pr, j, raw_base):
             i = m0 + row
             return (i % pr.Nq if i < rows_total else -1), i // pr.Nq
 
-        # phase 1 (after the group barriers)
+        # phase 1 (after the group barriers). CL = 1: warpgroup wg over both halves' panels of
+        # the group, for its keys (rows 32 wg of K and V: m64n32)
         s = [[[[0] * nreg for _ in range(128)] for _ in range(2)] for _ in range(2)]
         dp = [[[[0] * nreg for _ in range(128)] for _ in range(2)] for _ in range(2)]
-        for rank in range(2):
+        nkeys = BC // 2 if cfg.CL == 1 else BC  # the N of S and dP
+        for rank in range(NB):
             for g in range(NG):
                 log.block_sync(rank)
                 for wg in range(2):
-                    pn = wg * NP + g * PPG
+                    pn = (0 if cfg.CL == 1 else wg * NP) + g * PPG
+                    keys = wg * (BC // 2) * 128 if cfg.CL == 1 and not mut("solo_b_no_keys") else 0
                     sq, so = sQ + pn * cfg.Q_PANEL, sO + pn * cfg.Q_PANEL
-                    sk, sv = sK + pn * cfg.KV_PANEL, sV + pn * cfg.KV_PANEL
-                    for pp in range(PPG):
-                        for kk in range(4):
-                            # k16 steps past the quarter skipped (their columns are not loaded)
-                            if (g * PPG + pp) * 64 + kk * 16 >= DQ and not mut("phase1_no_skip"):
-                                continue
-                            for acc, a, b in ((s, sq, sk), (dp, so, sv)):
-                                A = hw_k_major(smem[rank], desc_k(a + pp * cfg.Q_PANEL + kk * 32),
-                                               64)
-                                Bt = hw_k_major(smem[rank],
-                                                desc_k(b + pp * cfg.KV_PANEL + kk * 32), BC)
-                                wgmma(acc[rank][wg], A, transpose(Bt), nreg)
-        # (xbuf = 2: the last group's dP wgmmas are a commit group of their own, retired after
-        # S's block exchange and sends; the same values)
-        # the exchange's slots: in each buffer the S half, then the dP half (from slot X2); in a
-        # half, slot (w NN / 2 + n / 2) 128 + t128 holds the n8 groups n, n + 1 (n even)
-        X2 = cfg.X_SLOTS // 2
-        sm = [[[[0, 0] for _ in range(NN)] for _ in range(128)] for _ in range(4)]
-        dm = [[[[0, 0] for _ in range(NN)] for _ in range(128)] for _ in range(4)]
+                    sk, sv = sK + pn * cfg.KV_PANEL + keys, sV + pn * cfg.KV_PANEL + keys
+                    for hh in range(3 - cfg.CL):
+                        for pp in range(PPG):
+                            for kk in range(4):
+                                # k16 steps past the part skipped (their columns are not loaded)
+                                if ((g * PPG + pp) * 64 + kk * 16 >= DQ and
+                                        not mut("phase1_no_skip")):
+                                    continue
+                                pnl = hh * NP + pp
+                                for acc, a, b in ((s, sq, sk), (dp, so, sv)):
+                                    A = hw_k_major(smem[rank],
+                                                   desc_k(a + pnl * cfg.Q_PANEL + kk * 32), 64)
+                                    Bt = hw_k_major(smem[rank],
+                                                    desc_k(b + pnl * cfg.KV_PANEL + kk * 32),
+                                                    nkeys)
+                                    wgmma(acc[rank][wg], A, transpose(Bt), nkeys // 2)
+        if cfg.CL == 1:
+            solo_pds(tables[(0, par)], row_of, s, dp, dbias)
+        else:
+            # (xbuf = 2: the last group's dP wgmmas are a commit group of their own, retired after
+            # S's block exchange and sends; the same values)
+            # the exchange's slots: in each buffer the S half, then the dP half (from slot X2); in a
+            # half, slot (w NN / 2 + n / 2) 128 + t128 holds the n8 groups n, n + 1 (n even)
+            X2 = cfg.X_SLOTS // 2
+            sm = [[[[0, 0] for _ in range(NN)] for _ in range(128)] for _ in range(4)]
+            dm = [[[[0, 0] for _ in range(NN)] for _ in range(128)] for _ in range(4)]
 
-        def hand_over(rank, half, a):
-            """The block exchange's stores: each thread's h = 1 - wg partials of a (s or dp)
-            into its slots wg of the half of buffer xe."""
-            for wg in range(2):
-                sw = 1 - wg
-                for t128 in range(128):
-                    r = a[rank][wg][t128]
-                    for n in range(0, NN, 2):
-                        slot = half + (wg * NN // 2 + n // 2) * 128 + t128
-                        log.access((rank, "x", xe, slot), True, rank, wg * 128 + t128)
-                        xs[rank][xe, slot] = (r[n * 4 + 2 * sw], r[n * 4 + 2 * sw + 1],
-                                              r[n * 4 + 4 + 2 * sw], r[n * 4 + 5 + 2 * sw])
+            def hand_over(rank, half, a):
+                """The block exchange's stores: each thread's h = 1 - wg partials of a (s or dp)
+                into its slots wg of the half of buffer xe."""
+                for wg in range(2):
+                    sw = 1 - wg
+                    for t128 in range(128):
+                        r = a[rank][wg][t128]
+                        for n in range(0, NN, 2):
+                            slot = half + (wg * NN // 2 + n // 2) * 128 + t128
+                            log.access((rank, "x", xe, slot), True, rank, wg * 128 + t128)
+                            xs[rank][xe, slot] = (r[n * 4 + 2 * sw], r[n * 4 + 2 * sw + 1],
+                                                  r[n * 4 + 4 + 2 * sw], r[n * 4 + 5 + 2 * sw])
 
-        def take_over(rank, half, a, m):
-            """The block exchange's loads: each thread's h = wg partials of a plus the other
-            warpgroup's, from its slots 1 - wg of the half of buffer xe, into the sums m."""
-            for wg in range(2):
-                for t128 in range(128):
-                    r, mt = a[rank][wg][t128], m[rank * 2 + wg][t128]
-                    for n in range(0, NN, 2):
-                        slot = half + ((1 - wg) * NN // 2 + n // 2) * 128 + t128
-                        log.access((rank, "x", xe, slot), False, rank, wg * 128 + t128)
-                        x = xs[rank].get((xe, slot), nothing)
-                        for e in range(2):
-                            mt[n][e] = r[n * 4 + 2 * wg + e] + x[e]
-                            mt[n + 1][e] = r[n * 4 + 4 + 2 * wg + e] + x[2 + e]
+            def take_over(rank, half, a, m):
+                """The block exchange's loads: each thread's h = wg partials of a plus the other
+                warpgroup's, from its slots 1 - wg of the half of buffer xe, into the sums m."""
+                for wg in range(2):
+                    for t128 in range(128):
+                        r, mt = a[rank][wg][t128], m[rank * 2 + wg][t128]
+                        for n in range(0, NN, 2):
+                            slot = half + ((1 - wg) * NN // 2 + n // 2) * 128 + t128
+                            log.access((rank, "x", xe, slot), False, rank, wg * 128 + t128)
+                            x = xs[rank].get((xe, slot), nothing)
+                            for e in range(2):
+                                mt[n][e] = r[n * 4 + 2 * wg + e] + x[e]
+                                mt[n + 1][e] = r[n * 4 + 4 + 2 * wg + e] + x[2 + e]
 
-        def peer_of(rank):
-            return rank if mut("cluster_to_self") else rank ^ 1
+            def peer_of(rank):
+                return rank if mut("cluster_to_self") else rank ^ 1
 
-        def send(rank, half, m, bar):
-            """The cluster exchange's stores of the sums m: each thread's into its slots wg of
-            the half of the other block's buffer xr, st.async completing on its mbarrier bar."""
-            peer = peer_of(rank)
-            for wg in range(2):
-                w = 1 - wg if mut("cluster_slot_other_wg") else wg
-                for t128 in range(128):
-                    mt = m[rank * 2 + wg][t128]
-                    for n in range(0, NN, 2):
-                        slot = half + (w * NN // 2 + n // 2) * 128 + t128
-                        log.access((peer, "x", xr, slot), True, rank, wg * 128 + t128)
-                        xs[peer][xr, slot] = (mt[n][0], mt[n][1], mt[n + 1][0], mt[n + 1][1])
-                        log.mbar_update(peer, bar, 0, -16)
-                    log.access((peer, "full", bar), True, rank, wg * 128 + t128, atomic=True)
+            def send(rank, half, m, bar):
+                """The cluster exchange's stores of the sums m: each thread's into its slots wg of
+                the half of the other block's buffer xr, st.async completing on its mbarrier bar."""
+                peer = peer_of(rank)
+                for wg in range(2):
+                    w = 1 - wg if mut("cluster_slot_other_wg") else wg
+                    for t128 in range(128):
+                        mt = m[rank * 2 + wg][t128]
+                        for n in range(0, NN, 2):
+                            slot = half + (w * NN // 2 + n // 2) * 128 + t128
+                            log.access((peer, "x", xr, slot), True, rank, wg * 128 + t128)
+                            xs[peer][xr, slot] = (mt[n][0], mt[n][1], mt[n + 1][0], mt[n + 1][1])
+                            log.mbar_update(peer, bar, 0, -16)
+                        log.access((peer, "full", bar), True, rank, wg * 128 + t128, atomic=True)
 
-        def send_keep(rank, bar):
-            """Each thread's keep bits into its keep slot of set ks of the other block."""
-            peer = peer_of(rank)
-            for tid in range(NT):
-                log.access((peer, "keep", ks, tid), True, rank, tid)
-                keep_in[peer][ks, tid] = kmine[rank, tid]
-                log.mbar_update(peer, bar, 0, -4)
-                log.access((peer, "full", bar), True, rank, tid, atomic=True)
+            def send_keep(rank, bar):
+                """Each thread's keep bits into its keep slot of set ks of the other block."""
+                peer = peer_of(rank)
+                for tid in range(NT):
+                    log.access((peer, "keep", ks, tid), True, rank, tid)
+                    keep_in[peer][ks, tid] = kmine[rank, tid]
+                    log.mbar_update(peer, bar, 0, -4)
+                    log.access((peer, "full", bar), True, rank, tid, atomic=True)
 
-        def recv(rank, half, m):
-            """The other block's sums, from the thread's slots wg of the half of buffer xr, added
-            to m."""
-            xrr = xe if mut("recv_wrong_buffer") else xr  # the buffer read
-            for wg in range(2):
-                for t128 in range(128):
-                    mt = m[rank * 2 + wg][t128]
-                    for n in range(0, NN, 2):
-                        slot = half + (wg * NN // 2 + n // 2) * 128 + t128
-                        log.access((rank, "x", xrr, slot), False, rank, wg * 128 + t128)
-                        x = xs[rank].get((xrr, slot), nothing)
-                        for e in range(2):
-                            mt[n][e] += x[e]
-                            mt[n + 1][e] += x[2 + e]
+            def recv(rank, half, m):
+                """The other block's sums, from the thread's slots wg of the half of buffer xr,
+                added to m."""
+                xrr = xe if mut("recv_wrong_buffer") else xr  # the buffer read
+                for wg in range(2):
+                    for t128 in range(128):
+                        mt = m[rank * 2 + wg][t128]
+                        for n in range(0, NN, 2):
+                            slot = half + (wg * NN // 2 + n // 2) * 128 + t128
+                            log.access((rank, "x", xrr, slot), False, rank, wg * 128 + t128)
+                            x = xs[rank].get((xrr, slot), nothing)
+                            for e in range(2):
+                                mt[n][e] += x[e]
+                                mt[n + 1][e] += x[2 + e]
 
-        # bytes each mbarrier of a tile expects (thread 0's expect_tx, after its own sends)
-        xs_bytes = NT * NN * 8
-        xd_bytes = NT * NN * 8 + (NT * 4 if pr.dropout and not mut("x_bytes_no_keep") else 0)
+            # bytes each mbarrier of a tile expects (thread 0's expect_tx, after its own sends)
+            xs_bytes = NT * NN * 8
+            xd_bytes = NT * NN * 8 + (NT * 4 if pr.dropout and not mut("x_bytes_no_keep") else 0)
 
-        def expect(rank):
-            for bar, nbytes in ((bar_s, xs_bytes), (bar_d, xd_bytes)):
-                log.access((rank, "full", bar), True, rank, 0, atomic=True)
-                log.expect(rank, bar, nbytes)
+            def expect(rank):
+                for bar, nbytes in ((bar_s, xs_bytes), (bar_d, xd_bytes)):
+                    log.access((rank, "full", bar), True, rank, 0, atomic=True)
+                    log.expect(rank, bar, nbytes)
 
-        # the dP half of xe for dP's block exchange (a mutation: the S half, whose loads at
-        # xbuf = 2 no barrier separates from these stores)
-        xd_half = 0 if mut("dp_exchange_in_s_half") else X2
-        # S's block exchange (xbuf = 1: and dP's), a __syncthreads, the loads; xbuf = 2: S's sums
-        # sent at once
-        for rank in range(2):
-            hand_over(rank, 0, s)
-            if cfg.XB == 1:
-                hand_over(rank, xd_half, dp)
-            log.block_sync(rank)
-            take_over(rank, 0, s, sm)
-            if cfg.XB == 2:
-                send(rank, 0, sm, bar_s)
-                log.send(rank, peer_of(rank), ex, "S", bar_s)
-            else:
-                take_over(rank, xd_half, dp, dm)
-        # dropout: each block draws the keep bits of its half of the n8 groups (xbuf = 2: while
-        # dP's wgmmas run)
-        kmine = {}
-        for rank in range(2):
-            for wg in range(2):
-                for t128 in range(128):
-                    lane, wq = t128 % 32, t128 // 32
-                    r, hq_row = row_of(wq * 16 + (lane >> 2) + wg * 8)
-                    key0 = n0 + (lane & 3) * 2
-                    erow = ((0 * pr.Hq + hq_row) * pr.Nq + max(r, 0)) * pr.Nkv + key0
-                    half = 0 if mut("keep_same_half") else rank
-                    kb = 0
-                    for n in range(half * (NN // 2), (half + 1) * (NN // 2)):
-                        g = pr.offset + erow + n * 8
-                        kb |= (keep(g) << (2 * n)) | (keep(g + 1) << (2 * n + 1))
-                    kmine[rank, wg * 128 + t128] = kb
-        if cfg.XB == 2:  # dP's block exchange, its own __syncthreads
+            # the dP half of xe for dP's block exchange (a mutation: the S half, whose loads at
+            # xbuf = 2 no barrier separates from these stores)
+            xd_half = 0 if mut("dp_exchange_in_s_half") else X2
+            # S's block exchange (xbuf = 1: and dP's), a __syncthreads, the loads; xbuf = 2: S's
+            # sums sent at once
             for rank in range(2):
-                hand_over(rank, xd_half, dp)
-                if not mut("no_dp_block_sync"):
-                    log.block_sync(rank)
-                take_over(rank, xd_half, dp, dm)
-        elif not mut("no_cluster_sync_a"):
-            log.cluster_sync()  # barrier A
-        # the cluster exchange's other stores: xbuf = 1 S's sums (S's mbarrier), then dP's sums
-        # and the keep bits (dP's mbarrier); thread 0's expect_tx on both own mbarriers
-        for rank in range(2):
-            if cfg.XB == 1:
-                send(rank, 0, sm, bar_s)
-                log.send(rank, peer_of(rank), ex, "S", bar_s)
-            send(rank, X2, dm, bar_s if mut("dp_on_s_barrier") else bar_d)
-            if pr.dropout:
-                send_keep(rank, bar_s if mut("keep_on_s_barrier") else bar_d)
-            log.send(rank, peer_of(rank), ex, "dP", bar_d)
-            expect(rank)
-        # the halves the received sums are read from (a mutation: swapped)
-        rs_half, rd_half = (X2, 0) if mut("recv_halves_swapped") else (0, X2)
-        # S's sums from the other block after the wait on S's mbarrier, then P (both blocks)
-        for rank in range(2):
-            if mut("s_read_before_wait"):
-                recv(rank, rs_half, sm)
-            if not mut("no_mbar_wait"):
-                log.wait(rank, ex, "S", bar_s, parity)
-            if not mut("s_read_before_wait"):
-                recv(rank, rs_half, sm)
-        prs = [[[[0, 0] for _ in range(NN)] for _ in range(128)] for _ in range(4)]
-        for rank in range(2):
-            tab = tables[(rank, par)]
-            for wg in range(2):
-                for t128 in range(128):
-                    lane, wq = t128 % 32, t128 // 32
-                    row = wq * 16 + (lane >> 2) + wg * 8
-                    l = tab[row][0]
-                    r = row_of(row)[0]
-                    key0 = n0 + (lane & 3) * 2
-                    causal_lim = r + diag - key0
-                    kv_lim = pr.Nkv - key0
-                    for n in range(NN):
-                        for e in range(2):
-                            kof = n * 8 + e
-                            cm = kof >= causal_lim if mut("causal_ge") else kof > causal_lim
-                            masked = kof >= kv_lim or (pr.causal and cm)
-                            prs[rank * 2 + wg][t128][n][e] = (
-                                0 if masked else pfun(sm[rank * 2 + wg][t128][n][e], l))
-        # dP's sums and the keep bits from the other block after the wait on dP's mbarrier
-        kbits_all = {}
-        for rank in range(2):
-            if mut("dp_read_before_wait"):  # after S's wait only
-                recv(rank, rd_half, dm)
-            if not mut("no_mbar_wait"):
-                log.wait(rank, ex, "dP", bar_d, parity)
-            for tid in range(NT):
-                kb = kmine[rank, tid]
-                if pr.dropout and not mut("keep_not_merged"):
-                    log.access((rank, "keep", ks, tid), False, rank, tid)
-                    kb |= keep_in[rank].get((ks, tid), POISON)
-                kbits_all[rank, tid] = kb
-            if not mut("dp_read_before_wait"):
-                recv(rank, rd_half, dm)
-        # Pd, dS (both blocks), stored transposed
-        for rank in range(2):
-            tab = tables[(rank, par)]
-            for wg in range(2):
-                pds = {}  # (t128, n, e): the thread's Pd and dS
-                for t128 in range(128):
-                    lane, wq = t128 % 32, t128 // 32
-                    dl = tab[wq * 16 + (lane >> 2) + wg * 8][1]
-                    key0 = n0 + (lane & 3) * 2
-                    kv_lim = pr.Nkv - key0
-                    kbits = kbits_all[rank, wg * 128 + t128]
-                    for n in range(NN):
-                        for e in range(2):
-                            kof = n * 8 + e
-                            p_ = prs[rank * 2 + wg][t128][n][e]
-                            dmv = dm[rank * 2 + wg][t128][n][e]
-                            if pr.dropout:
-                                pd = p_ * DSCALE if kbits >> (2 * n + e) & 1 else 0
-                                ds = pd * dmv - p_ * dl
-                                p_ = pd
-                            else:
-                                ds = p_ * (dmv - dl)
-                            if (rank == 0 or mut("dbias_both")) and not kof >= kv_lim:
-                                dbias[key0 + kof] = dbias.get(key0 + kof, 0) + ds
-                            pds[wg, t128, n, e] = p_, ds
-                # stmatrix .trans, four n8 groups an instruction: lane l addresses key 8 (4 q +
-                # l / 8) + l % 8 of the warp's 8 rows (row0) and receives that key's column of
-                # the four matrices: row i from lane 4 i + (l % 8) / 2, element (l % 8) & 1
-                for wq in range(4):
-                    row0 = wq * 16 + wg * 8
-                    for q in range(NN // 4):
-                        for lane in range(32):
-                            m, jk = 4 * q + lane // 8, lane % 8
-                            off = tile_off(8 * m + jk, row0, BC)
-                            for i in range(8):
-                                src = wq * 32 + 4 * i + jk // 2
-                                if mut("stmatrix_no_trans"):  # the fragment's rows as memory rows
-                                    src = wq * 32 + 4 * jk + i // 2
-                                p_, ds = pds[wg, src, m, (i if mut("stmatrix_no_trans") else jk) & 1]
-                                log.access((rank, "PtSt", off + 2 * i), True, rank,
-                                           wg * 128 + wq * 32 + lane)
-                                st(rank, sPt + off + 2 * i, p_)
-                                st(rank, sSt + off + 2 * i, ds)
-            if not mut("no_pt_barrier"):
+                hand_over(rank, 0, s)
+                if cfg.XB == 1:
+                    hand_over(rank, xd_half, dp)
                 log.block_sync(rank)
+                take_over(rank, 0, s, sm)
+                if cfg.XB == 2:
+                    send(rank, 0, sm, bar_s)
+                    log.send(rank, peer_of(rank), ex, "S", bar_s)
+                else:
+                    take_over(rank, xd_half, dp, dm)
+            # dropout: each block draws the keep bits of its half of the n8 groups (xbuf = 2: while
+            # dP's wgmmas run)
+            kmine = {}
+            for rank in range(2):
+                for wg in range(2):
+                    for t128 in range(128):
+                        lane, wq = t128 % 32, t128 // 32
+                        r, hq_row = row_of(wq * 16 + (lane >> 2) + wg * 8)
+                        key0 = n0 + (lane & 3) * 2
+                        erow = ((0 * pr.Hq + hq_row) * pr.Nq + max(r, 0)) * pr.Nkv + key0
+                        half = 0 if mut("keep_same_half") else rank
+                        kb = 0
+                        for n in range(half * (NN // 2), (half + 1) * (NN // 2)):
+                            g = pr.offset + erow + n * 8
+                            kb |= (keep(g) << (2 * n)) | (keep(g + 1) << (2 * n + 1))
+                        kmine[rank, wg * 128 + t128] = kb
+            if cfg.XB == 2:  # dP's block exchange, its own __syncthreads
+                for rank in range(2):
+                    hand_over(rank, xd_half, dp)
+                    if not mut("no_dp_block_sync"):
+                        log.block_sync(rank)
+                    take_over(rank, xd_half, dp, dm)
+            elif not mut("no_cluster_sync_a"):
+                log.cluster_sync()  # barrier A
+            # the cluster exchange's other stores: xbuf = 1 S's sums (S's mbarrier), then dP's sums
+            # and the keep bits (dP's mbarrier); thread 0's expect_tx on both own mbarriers
+            for rank in range(2):
+                if cfg.XB == 1:
+                    send(rank, 0, sm, bar_s)
+                    log.send(rank, peer_of(rank), ex, "S", bar_s)
+                send(rank, X2, dm, bar_s if mut("dp_on_s_barrier") else bar_d)
+                if pr.dropout:
+                    send_keep(rank, bar_s if mut("keep_on_s_barrier") else bar_d)
+                log.send(rank, peer_of(rank), ex, "dP", bar_d)
+                expect(rank)
+            # the halves the received sums are read from (a mutation: swapped)
+            rs_half, rd_half = (X2, 0) if mut("recv_halves_swapped") else (0, X2)
+            # S's sums from the other block after the wait on S's mbarrier, then P (both blocks)
+            for rank in range(2):
+                if mut("s_read_before_wait"):
+                    recv(rank, rs_half, sm)
+                if not mut("no_mbar_wait"):
+                    log.wait(rank, ex, "S", bar_s, parity)
+                if not mut("s_read_before_wait"):
+                    recv(rank, rs_half, sm)
+            prs = [[[[0, 0] for _ in range(NN)] for _ in range(128)] for _ in range(4)]
+            for rank in range(2):
+                tab = tables[(rank, par)]
+                for wg in range(2):
+                    for t128 in range(128):
+                        lane, wq = t128 % 32, t128 // 32
+                        row = wq * 16 + (lane >> 2) + wg * 8
+                        l = tab[row][0]
+                        r = row_of(row)[0]
+                        key0 = n0 + (lane & 3) * 2
+                        causal_lim = r + diag - key0
+                        kv_lim = pr.Nkv - key0
+                        for n in range(NN):
+                            for e in range(2):
+                                kof = n * 8 + e
+                                cm = kof >= causal_lim if mut("causal_ge") else kof > causal_lim
+                                masked = kof >= kv_lim or (pr.causal and cm)
+                                prs[rank * 2 + wg][t128][n][e] = (
+                                    0 if masked else pfun(sm[rank * 2 + wg][t128][n][e], l))
+            # dP's sums and the keep bits from the other block after the wait on dP's mbarrier
+            kbits_all = {}
+            for rank in range(2):
+                if mut("dp_read_before_wait"):  # after S's wait only
+                    recv(rank, rd_half, dm)
+                if not mut("no_mbar_wait"):
+                    log.wait(rank, ex, "dP", bar_d, parity)
+                for tid in range(NT):
+                    kb = kmine[rank, tid]
+                    if pr.dropout and not mut("keep_not_merged"):
+                        log.access((rank, "keep", ks, tid), False, rank, tid)
+                        kb |= keep_in[rank].get((ks, tid), POISON)
+                    kbits_all[rank, tid] = kb
+                if not mut("dp_read_before_wait"):
+                    recv(rank, rd_half, dm)
+            # Pd, dS (both blocks), stored transposed
+            for rank in range(2):
+                tab = tables[(rank, par)]
+                for wg in range(2):
+                    pds = {}  # (t128, n, e): the thread's Pd and dS
+                    for t128 in range(128):
+                        lane, wq = t128 % 32, t128 // 32
+                        dl = tab[wq * 16 + (lane >> 2) + wg * 8][1]
+                        key0 = n0 + (lane & 3) * 2
+                        kv_lim = pr.Nkv - key0
+                        kbits = kbits_all[rank, wg * 128 + t128]
+                        for n in range(NN):
+                            for e in range(2):
+                                kof = n * 8 + e
+                                p_ = prs[rank * 2 + wg][t128][n][e]
+                                dmv = dm[rank * 2 + wg][t128][n][e]
+                                if pr.dropout:
+                                    pd = p_ * DSCALE if kbits >> (2 * n + e) & 1 else 0
+                                    ds = pd * dmv - p_ * dl
+                                    p_ = pd
+                                else:
+                                    ds = p_ * (dmv - dl)
+                                if (rank == 0 or mut("dbias_both")) and not kof >= kv_lim:
+                                    dbias[key0 + kof] = dbias.get(key0 + kof, 0) + ds
+                                pds[wg, t128, n, e] = p_, ds
+                    # stmatrix .trans, four n8 groups an instruction: lane l addresses key 8 (4 q +
+                    # l / 8) + l % 8 of the warp's 8 rows (row0) and receives that key's column of
+                    # the four matrices: row i from lane 4 i + (l % 8) / 2, element (l % 8) & 1
+                    for wq in range(4):
+                        row0 = wq * 16 + wg * 8
+                        for q in range(NN // 4):
+                            for lane in range(32):
+                                m, jk = 4 * q + lane // 8, lane % 8
+                                off = tile_off(8 * m + jk, row0, BC)
+                                for i in range(8):
+                                    src = wq * 32 + 4 * i + jk // 2
+                                    if mut("stmatrix_no_trans"):  # fragment rows as memory rows
+                                        src = wq * 32 + 4 * jk + i // 2
+                                    ei = i if mut("stmatrix_no_trans") else jk
+                                    p_, ds = pds[wg, src, m, ei & 1]
+                                    log.access((rank, "PtSt", off + 2 * i), True, rank,
+                                               wg * 128 + wq * 32 + lane)
+                                    st(rank, sPt + off + 2 * i, p_)
+                                    st(rank, sSt + off + 2 * i, ds)
+                if not mut("no_pt_barrier"):
+                    log.block_sync(rank)
 
         def dq_chunk(rank, wg, c):
             """dq_issue(c) (dq_mma<LAST8> for the last chunk, else <8>): m64n(8 W8)k16, BC / 16
@@ -905,7 +997,8 @@ def run_cluster(cfg, pr, j, raw_base):
                 chunk = (rk * DC + wg * DQ) // 64 + c
             for t128 in range(128):
                 lane, wq = t128 % 32, t128 // 32
-                dst = dq_block(pr, cfg.TILED, pr.b, pr.kvh, tq, chunk) + (wq * 8 * 32 + lane) * 4
+                dst = (dq_block(pr, cfg.TILED, cfg.PARTS, pr.b, pr.kvh, tq, chunk) +
+                       (wq * 8 * 32 + lane) * 4)
                 if dst % 4:
                     errors.append(("red.v4 misaligned", dst))
                 for n in range(8):  # red.add.v4 of dq[n][0..3] at dst + n * 32 * 4
@@ -950,7 +1043,7 @@ def run_cluster(cfg, pr, j, raw_base):
                         for i in range(4):
                             dq_accum[(lrow, col + i)] = dq_accum.get((lrow, col + i), 0) + v[i]
 
-        for rank in range(2):
+        for rank in range(NB):
             for wg in range(2):
                 acc0 = dq_chunk(rank, wg, 0)
                 so, sq = sO + wg * NP * cfg.Q_PANEL, sQ + wg * NP * cfg.Q_PANEL
@@ -983,7 +1076,7 @@ def run_cluster(cfg, pr, j, raw_base):
         # every tiled write inside the workspace; a real element (packed row < group Nq, column
         # < D) only at its own dq_offset position (which the convert reads), a padding element
         # at no position that dq_offset gives any element of the shape
-        floats = dq_accum_floats(pr, D)
+        floats = dq_accum_floats(pr, D, cfg.CL)
         bad = {}
         for a, i, col in dq_writes:
             if not 0 <= a < floats:
@@ -1000,15 +1093,15 @@ def run_cluster(cfg, pr, j, raw_base):
         for hl in range(pr.group):
             for r in range(pr.Nq):
                 for col in range(0, D, 2):
-                    a = dq_offset(pr, cfg.TILED, pr.b, pr.kvh * pr.group + hl, r, col)
+                    a = dq_offset(pr, cfg.TILED, cfg.PARTS, pr.b, pr.kvh * pr.group + hl, r, col)
                     for e in range(2):
                         dq_out[(hl * pr.Nq + r, col + e)] = dq_accum.get(a + e, POISON)
         dq_accum = dq_out
     errors += [("race", x) for x in log.races[:3]]
     errors += log.errs[:3]
-    if log.sync[0] != log.sync[1]:
+    if NB == 2 and log.sync[0] != log.sync[1]:
         errors.append(("block barrier counts differ", log.sync))
-    for rank in range(2):  # no end barrier: every store into a block was waited for
+    for rank in range(NB if NB == 2 else 0):  # no end barrier: every store was waited for
         if (sorted(log.waits[rank]) != sorted(log.sent[rank ^ 1]) or
                 any(m[1:] != [1, 0] for m in log.mbar[rank])):
             errors.append(("exchange stores not waited for at exit", rank, len(log.waits[rank]),
@@ -1021,7 +1114,7 @@ def run_cluster(cfg, pr, j, raw_base):
             errors.append(("dK written twice", key, col))
         dk_out[(key, col)], dv_out[(key, col)] = k, v
 
-    for rank in range(2):
+    for rank in range(NB):
         for wg in range(2):
             cbase = rank * DC
             for t128 in range(128):
@@ -1159,6 +1252,11 @@ MUTATIONS = [
     "no_wrap",            # positions past the last tile not wrapped to the first ones
     "span_whole_group",   # the starts spread over the group's query tiles, not a head's
     "stmatrix_no_trans",  # stmatrix without .trans: the fragment's rows as memory rows
+    # one block a key tile (cluster = 1)
+    "solo_b_no_keys",     # phase 1's K and V from row 0 in both warpgroups, not from row 32 wg
+    "solo_key0_no_wg",    # the thread's first key without its warpgroup's 32
+    "solo_rows_swapped",  # registers 2 h + e read as the other row's
+    "solo_pt_no_keys",    # P^T, dS^T stored at keys 0..31 by both warpgroups
 ]
 # Changes that must stay harmless, checked like the mutations but expected to pass:
 # dq_last_chunk_full reduces all 8 n8 groups of a quarter's last dQ chunk; the groups past
@@ -1186,31 +1284,43 @@ BASE = [
     (320, 32, 1, 1, 50, 40, 0, 1, False),    # transposed at D 320: DQ 128 (padded to 512)
     (64, 64, 1, 2, 128, 200, 1, 3, False),   # GQA: the starts span one q head's tiles
 ]
+# One block a key tile (cluster = 1, bc = 64): halves of D rounded up to 32, S and dP by keys
+SOLO = [
+    (64, 64, 1, 1, 50, 100, 0, 1, False),    # halves of 32; rows past the end, keys past Nkv
+    (320, 64, 1, 1, 70, 45, 2, 0, False),    # halves of 160: panels 64, 64, 32; top-left
+    (320, 64, 3, 2, 40, 80, 1, 1, True),     # three panels a group; GQA, bottom-right, dropout
+    (72, 64, 1, 2, 40, 60, 2, 0, False),     # halves of 48: D ends inside the second
+    (200, 64, 1, 1, 70, 64, 0, 0, True),     # halves of 112: panels 64 + 48; dropout
+    (136, 64, 1, 3, 30, 70, 1, 0, True),     # halves of 80, 3 q heads, dropout
+    (64, 64, 1, 2, 128, 200, 1, 3, False),   # GQA: the starts span one q head's tiles
+]
 # (BASE index, xbuf): D 1024 keeps the row-major dq_accum under the mutations, 512 with a skipped
 # tile and 64 with ex != t the tiled one; 320 (bc 64) a quarter of two panels, the last partial;
-# the GQA case of two whole-tile heads the span of the starts
+# the GQA case of two whole-tile heads the span of the starts; SOLO 0 and 2 one block a key tile
 QUICK = [(0, 2), (1, 1), (2, 1), (3, 2), (5, 1), (6, 1), (6, 2), (9, 2), (14, 2)]
+QUICK_SOLO = [0, 2]
 
 
 def cases(quick):
     if quick:
-        return [BASE[i] + (xb,) for i, xb in QUICK]
+        return ([BASE[i] + (xb, 2) for i, xb in QUICK] + [SOLO[i] + (1, 1) for i in QUICK_SOLO])
     # xbuf = 2 where the host allows it: D padded to at most 768
-    return [c + (xb,) for c in BASE for xb in (1, 2) if xb == 1 or c[0] <= 768]
+    return ([c + (xb, 2) for c in BASE for xb in (1, 2) if xb == 1 or c[0] <= 768] +
+            [c + (1, 1) for c in SOLO])
 
 
 def check_all(quick=False):
     fails = []
-    for D, BC, PPG, group, Nq, Nkv, causal, j, drop, xb in cases(quick):
+    for D, BC, PPG, group, Nq, Nkv, causal, j, drop, xb, cl in cases(quick):
         pr, ref = case_data(D, BC, group, Nq, Nkv, causal, j, drop)
         try:
-            e = check_case(Cfg(D, BC, PPG, xb), pr, j, ref)
+            e = check_case(Cfg(D, BC, PPG, xb, cl), pr, j, ref)
         except (AssertionError, IndexError, KeyError, TypeError) as x:
             if not MUT:
                 raise
             e = [(type(x).__name__, str(x))]  # a mutation may derail the transcription itself
         if e:
-            fails.append((D, BC, PPG, group, Nq, Nkv, causal, j, drop, xb, e))
+            fails.append((D, BC, PPG, group, Nq, Nkv, causal, j, drop, xb, cl, e))
     return fails
 
 
@@ -1229,7 +1339,9 @@ def main():
           f"position, padding at none, dq_offset injective), row-major past it; no race on the "
           f"exchange slots (S's and dP's halves), keep slots, mbarriers (S's and dP's) or "
           f"P^T/dS^T; every mbarrier wait finds its tile's phase complete, no stores reach a "
-          f"pending phase, every store waited for; both blocks meet the same barriers")
+          f"pending phase, every store waited for; both blocks meet the same barriers; one block "
+          f"a key tile (cluster = 1) at D 64/72/136/200/320 (halves of 32/48/80/112/160 "
+          f"columns), 1 and 3 panels a group, GQA, causal both alignments, dropout")
     ok = True
     for m in MUTATIONS + HARMLESS:
         MUT.clear()

@@ -30,14 +30,21 @@ int quarter_panels(int D) {
 int quarter(int D, int bc) {
   return padded_d(D, bc == 64 ? 64 : 256) / 4;
 }
+// Columns of a warpgroup's part of D: a quarter, or with cluster = 1 a half (D rounded up to 32:
+// a whole k16 step of phase 1 in each half).
+int part(const Config& c, int D) {
+  return c.cluster == 1 ? padded_d(D, 32) / 2 : quarter(D, c.bc);
+}
+// 64-column panels of a part in shared memory (each part starts on a panel of its own).
+int part_panels(const Config& c, int D) {
+  return (part(c, D) + 63) / 64;
+}
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {{"bc", &Config::bc},
-                                   {"panels", &Config::panels},
-                                   {"dqbuf", &Config::dqbuf},
-                                   {"xbuf", &Config::xbuf},
-                                   {"dqlag", &Config::dqlag}};
+constexpr Knob<Config> kKnobs[] = {{"bc", &Config::bc},       {"panels", &Config::panels},
+                                   {"dqbuf", &Config::dqbuf}, {"xbuf", &Config::xbuf},
+                                   {"dqlag", &Config::dqlag}, {"cluster", &Config::cluster}};
 
 Support problem_check(const Problem& pr) {
   const int64_t D = pr.shape.D;
@@ -79,15 +86,19 @@ Config default_config(const Problem& pr) {
 }
 
 int smem_bytes(const Config& c, int D) {
-  return ffpa_layout::bwd_sm90c_layout(padded(D), c.bc, c.xbuf).bytes;
+  return ffpa_layout::bwd_sm90c_layout(2 * part_panels(c, D) * 64, c.bc,
+                                       c.cluster == 2 ? c.xbuf : 0)
+      .bytes;
 }
 
 int accumulator_registers(const Config& c, int D) {
-  // dV and dK (2 x quarter x bc over 128 threads), then the larger of S and dP (phase 1: 2 x 64
-  // x bc over 128) and the dQ chunks (64 x 64 over 128 each; two live at once only from 3 chunks
-  // a warpgroup up; with dqlag, one chunk beside the exchanged S and dP sums, bc / 2)
-  const int dq = 32 * (c.dqbuf == 2 && quarter_panels(D) >= 3 ? 2 : 1);
-  return 2 * quarter(D, c.bc) * c.bc / 128 + std::max({c.bc, dq, c.dqlag ? c.bc / 2 + 32 : 0});
+  // dV and dK (2 x part x bc over 128 threads), then the larger of S and dP (phase 1: 2 x 64 x bc
+  // over 128, or half of that with cluster = 1: a warpgroup's keys) and the dQ chunks (64 x 64
+  // over 128 each; two live at once only from 3 chunks a warpgroup up; with dqlag, one chunk
+  // beside the exchanged S and dP sums, bc / 2)
+  const int dq = 32 * (c.dqbuf == 2 && part_panels(c, D) >= 3 ? 2 : 1);
+  const int sdp = c.bc / (c.cluster == 1 ? 2 : 1);
+  return 2 * part(c, D) * c.bc / 128 + std::max({sdp, dq, c.dqlag ? c.bc / 2 + 32 : 0});
 }
 
 Support check(const Config& c, int D, int smem_limit) {
@@ -101,6 +112,20 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.dqbuf != 1 && c.dqbuf != 2) return Support::no("dqbuf is 1 or 2");
   if (c.xbuf != 1 && c.xbuf != 2) return Support::no("xbuf is 1 or 2");
   if (c.dqlag != 0 && c.dqlag != 1) return Support::no("dqlag is 0 or 1");
+  if (c.cluster != 1 && c.cluster != 2) return Support::no("cluster is 1 or 2");
+  if (c.cluster == 1) {
+    // One block holds all of D: the cluster's knobs would compile the same kernel.
+    if (c.bc != 64)
+      return Support::no("cluster=1 keeps dK and dV of 64 keys key-major: bc must be 64");
+    if (c.xbuf != 1)
+      return Support::no("cluster=1 exchanges nothing: xbuf=2 would be the same kernel as 1");
+    if (c.dqlag != 0) return Support::no("cluster=1 has no exchange for dqlag=1 to overlap");
+    // 2 x 160 x 64 / 128 = 160 accumulator registers at D = 320; past it ptxas spills.
+    if (part(c, D) > 160)
+      return Support::no("cluster=1 needs D at most 320 (dK and dV of 64 keys and half of D, " +
+                         s(part(c, D)) + " columns, would take " + s(2 * part(c, D)) +
+                         " registers a thread)");
+  }
   if (c.dqlag == 1 && quarter_panels(D) < 2)
     return Support::no(
         "dqlag=1 defers the last of a warpgroup's dQ chunks behind the next tile: "
@@ -109,9 +134,9 @@ Support check(const Config& c, int D, int smem_limit) {
     return Support::no("bc=64 needs D at most 512 (dK and dV of 64 keys and a quarter of D, " +
                        s(quarter(D, 64)) + " columns, would take " + s(quarter(D, 64)) +
                        " registers)");
-  if (c.panels < 1 || quarter_panels(D) % c.panels)
-    return Support::no("panels=" + s(c.panels) + " must divide " + s(quarter_panels(D)) +
-                       " (the 64-column panels of a warpgroup's quarter of D)");
+  if (c.panels < 1 || part_panels(c, D) % c.panels)
+    return Support::no("panels=" + s(c.panels) + " must divide " + s(part_panels(c, D)) +
+                       " (the 64-column panels of a warpgroup's part of D)");
   return check_resources(smem_bytes(c, D), smem_limit, Config::threads(),
                          accumulator_registers(c, D) + kRegisterOverhead);
 }
@@ -122,17 +147,20 @@ bool dq_tiled(int D) {
   return padded(D) <= 512;
 }
 
-int64_t dq_accum_floats(const Shape& s) {
-  if (!dq_tiled(static_cast<int>(s.D))) return 0;
+int64_t dq_accum_floats(const Config& c, const Shape& s) {
+  const int D = static_cast<int>(s.D);
+  if (!dq_tiled(D)) return 0;
   const int64_t tiles = (s.group() * s.Nq + 63) / 64;
-  return s.B * s.Hkv * tiles * (padded(static_cast<int>(s.D)) / 64) * 64 * 64;
+  return s.B * s.Hkv * tiles * (2 * c.cluster * part_panels(c, D)) * 64 * 64;
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
-  // FFPA_BC, FFPA_PANELS, FFPA_DQBUF, FFPA_XBUF, FFPA_DQLAG
+  // FFPA_BC, FFPA_PANELS, FFPA_DQBUF, FFPA_XBUF, FFPA_DQLAG, FFPA_CLUSTER
   std::vector<std::string> o = knob_defines(kKnobs, c);
-  // dq_accum's layout (dq_accum_floats): tiled by quarters of that many columns, or row-major
-  o.push_back(define("FFPA_DQ_TILED", dq_tiled(f.D) ? quarter(f.D, c.bc) : 0));
+  // dq_accum's layout (dq_accum_floats): tiled by parts of that many columns (4 quarters, or 2
+  // halves with cluster = 1), or row-major
+  o.push_back(define("FFPA_DQ_TILED", dq_tiled(f.D) ? part(c, f.D) : 0));
+  o.push_back(define("FFPA_DQ_PARTS", 2 * c.cluster));
   const std::vector<std::string> fd = f.defines();
   o.insert(o.end(), fd.begin(), fd.end());
   return o;
@@ -155,11 +183,11 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
 std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams& params,
                          const gpu::DeviceInfo& dev) {
   const nvrtc::Compiled comp = compile_for(pr, c, dev);
-  // make_op's grid is ceil(Nkv / (Bc * cluster)) clusters of `cluster` blocks: with Bc = bc / 2
-  // that is one cluster of two blocks per key tile of bc keys (the kernel's n0 = (x / 2) * bc).
-  return bwd::make_op(pr, comp, "ffpa_bwd_sm90c_kernel", c.bc / 2, Config::threads(),
-                      smem_bytes(c, static_cast<int>(pr.shape.D)), params, dev, Config::cluster,
-                      dq_accum_floats(pr.shape));
+  // make_op's grid is ceil(Nkv / (Bc * cluster)) clusters of `cluster` blocks: with Bc = bc /
+  // cluster that is one cluster per key tile of bc keys (the kernel's n0 = (x / cluster) * bc).
+  return bwd::make_op(pr, comp, "ffpa_bwd_sm90c_kernel", c.bc / c.cluster, Config::threads(),
+                      smem_bytes(c, static_cast<int>(pr.shape.D)), params, dev, c.cluster,
+                      dq_accum_floats(c, pr.shape));
 }
 
 }  // namespace ffpa::bwd90c

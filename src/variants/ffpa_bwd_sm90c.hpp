@@ -19,18 +19,19 @@ namespace ffpa::bwd90c {
 
 // Knobs of the kernel, as in configs/grids/ffpa-bwd-sm90c.json. A cluster of two blocks of two
 // warpgroups works on one key tile; each block owns half of D (padded to 256), each warpgroup a
-// quarter; query tiles of 64 rows.
+// quarter; query tiles of 64 rows. With cluster = 1 one block holds the whole D, each warpgroup a
+// half, and the warpgroups split the keys for S and dP instead of exchanging partial sums.
 struct Config {
-  int bc = 64;     // keys per key tile: 32 or 64 (64 only with D padded to at most 512)
-  int panels = 1;  // 64-column panels of each quarter per Q/dO cp.async group (divides DP / 256)
-  int dqbuf = 1;   // dQ chunk accumulators: 2 issues chunk c + 1 before reducing chunk c
-  int xbuf = 2;    // exchange buffers: 2 take turns, 1 needs a cluster barrier a query tile
-  int dqlag = 0;   // 1: a tile's last dQ chunk overlaps the next tile's cluster exchange
+  int bc = 64;      // keys per key tile: 32 or 64 (64 only with D padded to at most 512)
+  int panels = 1;   // 64-column panels of each quarter per Q/dO cp.async group (divides DP / 256)
+  int dqbuf = 1;    // dQ chunk accumulators: 2 issues chunk c + 1 before reducing chunk c
+  int xbuf = 2;     // exchange buffers: 2 take turns, 1 needs a cluster barrier a query tile
+  int dqlag = 0;    // 1: a tile's last dQ chunk overlaps the next tile's cluster exchange
+  int cluster = 2;  // blocks a key tile is split over: 2 (halves of D), or 1 (D at most 320)
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
   static constexpr int threads() { return 256; }
-  static constexpr int cluster = 2;
 };
 
 constexpr int kMaxD = 1024;  // dK and dV of a quarter of D live in registers
@@ -47,10 +48,11 @@ int accumulator_registers(const Config&, int D);
 Support check(const Config&, int D, int smem_limit);
 
 // The dq_accum workspace in floats for D padded to at most 512: per batch, kv head, query tile of
-// 64 packed rows of the GQA group, quarter of D and 64-column chunk of the quarter, a 64 x 64 block
-// in the order of the wgmma accumulator fragments (kernels/ffpa_bwd_aux.cuh, FFPA_DQ_TILED); 0 past
-// 512 (row-major [B, Hq, Nq, D], bwd::make_op's default).
-int64_t dq_accum_floats(const Shape&);
+// 64 packed rows of the GQA group, warpgroup's part of D (a quarter, or a half with cluster = 1)
+// and 64-column chunk of the part, a 64 x 64 block in the order of the wgmma accumulator fragments
+// (kernels/ffpa_bwd_aux.cuh, FFPA_DQ_TILED); 0 past 512 (row-major [B, Hq, Nq, D], bwd::make_op's
+// default).
+int64_t dq_accum_floats(const Config&, const Shape&);
 
 std::vector<std::string> nvrtc_options(const Config&, const bwd::Features&);
 // Compiles (or reads from the cubin cache) for sm_90a.
