@@ -80,14 +80,16 @@ TEST_CASE("bwd90c the fast grid compiles clean at D = 320, 512 and 1024", "[nvrt
   test::FreshCache cache;
   for (int D : {320, 512, 1024})
     for (int bc : {32, 64})
-      for (int panels : {1, 2})
-        for (int xbuf : {1, 2}) {
-          const bwd90c::Config c{bc, panels, 1, xbuf};
-          if (!bwd90c::check(c, D, 227 * 1024).ok()) continue;
-          const auto comp = compile_clean(c, bwd::Features::of(compile_problem(D)));
-          WARN("D=" << D << " " << to_string(c.knobs()) << ": " << comp.info.at(kMain).registers
-                    << " registers");
-        }
+      for (int panels : {1, 2, 3})
+        for (int xbuf : {1, 2})
+          for (int dqlag : {0, 1})
+            for (int cluster : {1, 2}) {
+              const bwd90c::Config c{bc, panels, 1, xbuf, dqlag, cluster};
+              if (!bwd90c::check(c, D, 227 * 1024).ok()) continue;
+              const auto comp = compile_clean(c, bwd::Features::of(compile_problem(D)));
+              WARN("D=" << D << " " << to_string(c.knobs()) << ": " << comp.info.at(kMain).registers
+                        << " registers");
+            }
 }
 
 TEST_CASE("bwd90c one block a key tile (cluster = 1) compiles clean up to D = 320",
