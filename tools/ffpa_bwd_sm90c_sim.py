@@ -628,6 +628,15 @@ def run_cluster(cfg, pr, j, raw_base):
                 row, col = pos[r]
                 at[r] = C[row][col] + (0 if first else at[r])
 
+    def stmatrix_lane(rank, tid, off, val):
+        """A lane's share of a stmatrix .trans into P^T and dS^T: the 8 query rows of the key
+        row at off, row i's (Pd, dS) = val(i)."""
+        for i in range(8):
+            p_, ds = val(i)
+            log.access((rank, "PtSt", off + 2 * i), True, rank, tid)
+            st(rank, sPt + off + 2 * i, p_)
+            st(rank, sSt + off + 2 * i, ds)
+
     def solo_pds(tab, row_of, s, dp, dbias):
         """CL = 1: no exchange. Warpgroup wg's S and dP hold whole sums for its keys [32 wg,
         + 32) and both rows h = 0, 1 of a thread (registers 4 n + 2 h + e); P, Pd, dS of each,
@@ -671,12 +680,8 @@ def run_cluster(cfg, pr, j, raw_base):
                         m, jk = lane // 8, lane % 8
                         key = (0 if mut("solo_pt_no_keys") else wg * (BC // 2)) + 8 * m + jk
                         off = tile_off(key, row0, BC)
-                        for i in range(8):
-                            p_, ds = pds[wq * 32 + 4 * i + jk // 2, m, h, jk & 1]
-                            log.access((rank, "PtSt", off + 2 * i), True, rank,
-                                       wg * 128 + wq * 32 + lane)
-                            st(rank, sPt + off + 2 * i, p_)
-                            st(rank, sSt + off + 2 * i, ds)
+                        stmatrix_lane(rank, wg * 128 + wq * 32 + lane, off,
+                                      lambda i: pds[wq * 32 + 4 * i + jk // 2, m, h, jk & 1])
         if not mut("no_pt_barrier"):
             log.block_sync(rank)
 
@@ -957,16 +962,11 @@ def run_cluster(cfg, pr, j, raw_base):
                             for lane in range(32):
                                 m, jk = 4 * q + lane // 8, lane % 8
                                 off = tile_off(8 * m + jk, row0, BC)
-                                for i in range(8):
-                                    src = wq * 32 + 4 * i + jk // 2
+                                def val(i):
                                     if mut("stmatrix_no_trans"):  # fragment rows as memory rows
-                                        src = wq * 32 + 4 * jk + i // 2
-                                    ei = i if mut("stmatrix_no_trans") else jk
-                                    p_, ds = pds[wg, src, m, ei & 1]
-                                    log.access((rank, "PtSt", off + 2 * i), True, rank,
-                                               wg * 128 + wq * 32 + lane)
-                                    st(rank, sPt + off + 2 * i, p_)
-                                    st(rank, sSt + off + 2 * i, ds)
+                                        return pds[wg, wq * 32 + 4 * jk + i // 2, m, i & 1]
+                                    return pds[wg, wq * 32 + 4 * i + jk // 2, m, jk & 1]
+                                stmatrix_lane(rank, wg * 128 + wq * 32 + lane, off, val)
                 if not mut("no_pt_barrier"):
                     log.block_sync(rank)
 
