@@ -27,6 +27,10 @@
 //   FFPA_CLUSTER 2: the cluster of two blocks described below; 1: one block holds the whole D
 //                (BC = 64, D at most 320: dK and dV of half of D in a warpgroup's registers)
 //                and nothing is exchanged (below)
+//   FFPA_KSPLIT  1: phase 1 split by keys, not D: a warpgroup computes S and dP over all of its
+//                block's columns for 32 of the 64 keys (below); 0: over its own quarter
+//                for all keys. Needed by FFPA_CLUSTER = 1; in a cluster it drops the exchange
+//                in the block
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh
 //
 // Layout of the work: block x = 2 i + rank (rank = the block's rank in its cluster) works on key
@@ -71,16 +75,23 @@
 // dP's run (a commit group of their own), and P is computed while dP's sums travel.
 // tools/ffpa_bwd_sm90c_sim.py checks the placement, fragments, exchanges and the barrier protocol.
 //
-// FFPA_CLUSTER = 1 (FA3's split for a head dim whose dK and dV fit one block): block x works on
-// key tile x alone and holds all of D, warpgroup w the half [w DQ, (w + 1) DQ) (D rounded up to
-// 32, over 2) for dK, dV and dQ as above. S and dP are split by keys instead: warpgroup w
-// computes them over the whole D for the keys [32 w, 32 w + 32) (m64n32), so its sums are
-// complete and there is no exchange at all, neither in the block nor in a cluster; its threads
-// compute P and dS of those keys for both of their rows (h = 0, 1) and store them transposed,
-// and the block barrier that publishes them is the only hand-over. The price: every warpgroup
-// reads all of Q and dO for m64n32 wgmmas in phase 1 (twice the shared-memory reads per flop
-// of m64n64), and the block holds K, V, Q and dO of the whole D (D at most 320 fits with one
-// Q/dO stage).
+// FFPA_KSPLIT = 1: S and dP are split by keys instead of columns: warpgroup w computes them over
+// all of its block's columns for the keys [32 w, 32 w + 32) (m64n32), so its sums need no
+// exchange in the block; its threads compute P and dS of those keys for both of their rows
+// (h = 0, 1) and store them transposed. In a cluster each thread sends its whole S and dP
+// partials (16 values each) to the same thread of the other block, as many bytes as before,
+// into the same slots and on the same mbarriers (XBUF = 2: the buffers take turns as above,
+// with only the received half in use); dropout: block `rank` draws the keep bits of its
+// threads' row h = rank and the other row's come with the exchange. The price: every warpgroup
+// reads all of its block's Q and dO for m64n32 wgmmas in phase 1 (1.5 times the shared-memory
+// reads of m64n64 a flop).
+//
+// FFPA_CLUSTER = 1 (FA3's split for a head dim whose dK and dV fit one block; with KSPLIT):
+// block x works on key tile x alone and holds all of D, warpgroup w the half [w DQ, (w + 1) DQ)
+// (D rounded up to 32, over 2) for dK, dV and dQ as above. The sums of phase 1 are complete, so
+// nothing is exchanged at all, and the block barrier that publishes P^T and dS^T is the only
+// hand-over. The block holds K, V, Q and dO of the whole D (D at most 320 fits with one Q/dO
+// stage).
 #pragma once
 
 #include "ffpa_bwd_aux.cuh"
@@ -99,6 +110,7 @@ constexpr int BC = FFPA_BC;
 constexpr int NN = BC / 8;  // n8 groups of an m64nBC accumulator
 constexpr int NT = 256;
 constexpr int CL = FFPA_CLUSTER;  // blocks a key tile is split over (halves of D)
+constexpr bool KS = FFPA_KSPLIT;  // phase 1 split by keys between the warpgroups
 // KM (64 keys): dK and dV key-major (M = the 64 keys, N = the quarter's columns), so a quarter
 // is D rounded up to 64, over 4 (a multiple of 16 for the k16 steps of S): D = 320 does 320
 // columns' work. 32 keys (past D = 512) cannot be an M: there dK^T and dV^T have M = the
@@ -125,8 +137,8 @@ constexpr int ROW_BYTES = BR * 8;      // row table of a tile: lse, delta
 // S's sums, NN / 2 float4 a thread; dP's sums likewise (and one word of keep bits with dropout).
 constexpr u32 XS_BYTES = NT * NN * 8;
 constexpr u32 XD_BYTES = NT * NN * 8 + (FFPA_DROPOUT ? NT * 4 : 0);
-// n8 groups of a warpgroup's S and dP accumulators: CL = 1 splits the keys between warpgroups.
-constexpr int NS = CL == 1 ? NN / 2 : NN;
+// n8 groups of a warpgroup's S and dP accumulators: KS splits the keys between warpgroups.
+constexpr int NS = KS ? NN / 2 : NN;
 constexpr ffpa_layout::BwdSm90c LAYOUT =
     ffpa_layout::bwd_sm90c_layout(2 * NP * 64, BC, CL == 2 ? XB : 0);
 static_assert(BR == ffpa_layout::BwdSm90c::kRows && NT == ffpa_layout::BwdSm90c::kThreads,
@@ -144,8 +156,10 @@ static_assert(NP % PPG == 0, "a Q/dO group holds a whole share of the quarter's 
 static_assert(DQB == 1 || DQB == 2, "one or two dQ chunk accumulators");
 static_assert(XB == 1 || XB == 2, "one or two exchange buffers");
 static_assert(DQL == 0 || (DQL == 1 && NP >= 2), "the last of two or more dQ chunks deferred");
-static_assert(CL == 2 || (CL == 1 && KM && XB == 1 && DQL == 0),
-              "one block a key tile: 64 keys, key-major, nothing exchanged or deferred");
+static_assert(CL == 2 || (CL == 1 && KS && XB == 1),
+              "one block a key tile: phase 1 by keys, no exchange buffer");
+static_assert(!KS || (KM && DQL == 0 && (CL == 1 || XB == 2)),
+              "phase 1 by keys: 64 keys, key-major, nothing deferred; in a cluster two buffers");
 
 // Granule (row, shared column lc) of the block's columns (global column col).
 __device__ __forceinline__ void kv_granule(const FfpaFwdParams& f, const u16* kb, const u16* vb,
@@ -317,7 +331,7 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
       for (int e = 0; e < 4; ++e) dv[c][n][e] = dk[c][n][e] = 0.f;
 
   // Key of this thread's first accumulator column (CL = 1: of its warpgroup's keys).
-  const int key0 = n0 + (CL == 1 ? wg * (BC / 2) : 0) + (lane & 3) * 2;
+  const int key0 = n0 + (KS ? wg * (BC / 2) : 0) + (lane & 3) * 2;
 #if FFPA_DBIAS == 1
   // dBias column sums of the thread's keys (a key bias [1,1,1,Nkv]) over every query tile. The
   // bias itself is read per tile (cached): held in registers too, it spilled at D = 512, bc = 64.
@@ -436,14 +450,14 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
       cp_async_wait_upto<NG - 1>(NG - 1 - g);
       fence_proxy_async();  // cp.async writes are generic-proxy, wgmma reads async-proxy
       __syncthreads();
-      const int pn = (CL == 1 ? 0 : wg * NP) + g * PPG;  // first panel of the group in this quarter
-      const int keys = CL == 1 ? wg * (BC / 2) * 128 : 0;
+      const int pn = (KS ? 0 : wg * NP) + g * PPG;  // first panel of the group in this quarter
+      const int keys = KS ? wg * (BC / 2) * 128 : 0;
       const u32 sq = opaque(sQ + pn * Q_PANEL), so = opaque(sO + pn * Q_PANEL);
       const u32 sk = opaque(sK + pn * KV_PANEL + keys), sv = opaque(sV + pn * KV_PANEL + keys);
-      const bool split = (CL == 1 || XB == 2) && g == NG - 1;
+      const bool split = (KS || XB == 2) && g == NG - 1;
       auto issue = [&](bool with_s, bool with_dp) {
 #pragma unroll
-        for (int hh = 0; hh < 3 - CL; ++hh)
+        for (int hh = 0; hh < (KS ? 2 : 1); ++hh)
 #pragma unroll
           for (int pp = 0; pp < PPG; ++pp)
 #pragma unroll
@@ -470,29 +484,79 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
       }
       wgmma_commit();
     }
-    if (CL == 1 || XB == 2)
+    if (KS || XB == 2)
       wgmma_wait<1>();
     else
       wgmma_wait<0>();
     fence_acc(s);
 
-#if FFPA_CLUSTER == 1
-    // No exchange: the warpgroup's S and dP are whole sums over D for its keys, held for two
-    // rows a thread (h = 0, 1: accumulator elements 2 h + e). P of both rows (in S's registers)
-    // while dP's wgmmas run, the keep bits still under them, then Pd and dS, stored transposed.
-    // The formulas are the cluster path's below, which keeps its own inline copy: a shared form
+#if FFPA_KSPLIT
+    // The warpgroup's S and dP over its block's columns for its keys, held for two rows a thread
+    // (h = 0, 1: accumulator elements 2 h + e). CL = 1: they are whole sums; P of both rows (in
+    // S's registers) while dP's wgmmas run, the keep bits still under them, then Pd and dS,
+    // stored transposed. CL = 2: first the exchange (below), then the same.
+    // The formulas are the exchange path's below, which keeps its own inline copy: a shared form
     // changed the instructions of its measured causal kernels (one form once both are measured
     // again).
     {
-      float dl[2];
+      float dl[2], l[2];
       int r[2], hq[2];
       const int kv_lim = f.Nkv - key0;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = wq * 16 + (lane >> 2) + h * 8;
-        const float l = lse_log2(rt[row]);
+        l[h] = lse_log2(rt[row]);
         dl[h] = rt[BR + row];
         row_of(row, r[h], hq[h]);
+      }
+      u32 keep[2] = {0u, 0u};
+#if FFPA_CLUSTER == 2
+      // The cluster exchange of the thread's whole partials: S's as soon as its wgmmas retire,
+      // into the thread's slots of S's half of the other block's buffer xr (the slots the
+      // exchange path's sums use: four float4), dP's once they retire, with this block's keep
+      // bits (row h = rank); then the other block's S added and P computed while its dP travels.
+      const u32 bar_s = full + par * 8, bar_d = full + 16 + par * 8;
+      const float4* const xs = xbuf + xr * X_SLOTS + wg * NN / 2 * 128 + t128;
+      auto add_acc = [&](const float4* x, float(&a)[NS][4]) {
+#pragma unroll
+        for (int n = 0; n < NS; ++n) {
+          const float4 v = x[n * 128];
+          a[n][0] += v.x;
+          a[n][1] += v.y;
+          a[n][2] += v.z;
+          a[n][3] += v.w;
+        }
+      };
+#if FFPA_DROPOUT
+      u32 mine = 0;  // this block's keep bits: the thread's row h = rank
+#endif
+      {
+        const u32 xs_peer = xpeer + xr * X_SLOTS * 16, xd_peer = xs_peer + X_SLOTS * 8;
+        auto send_acc = [&](u32 dst, const float(&a)[NS][4], u32 bar_peer) {
+#pragma unroll
+          for (int n = 0; n < NS; ++n)
+            st_async4(dst + n * 128 * 16, a[n][0], a[n][1], a[n][2], a[n][3], bar_peer);
+        };
+        send_acc(xs_peer, s, full_peer + par * 8);
+#if FFPA_DROPOUT
+        mine = keep_bits(rank ? r[1] : r[0], rank ? hq[1] : hq[0], 0, NS);
+#endif
+        wgmma_wait<0>();
+        fence_acc(dp);
+        send_acc(xd_peer, dp, full_peer + 16 + par * 8);
+#if FFPA_DROPOUT
+        st_async_u32(keep_peer + par * NT * 4, mine, full_peer + 16 + par * 8);
+#endif
+        if (tid == 0) {
+          mbar_expect_tx(bar_s, XS_BYTES);
+          mbar_expect_tx(bar_d, XD_BYTES);
+        }
+      }
+      mbar_wait_cluster(bar_s, (ex >> 1) & 1);
+      add_acc(xs, s);
+#endif
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
         const int causal_lim = r[h] + diag - key0;
 #if FFPA_DBIAS >= 2
         const long long boff = b * f.bias_batch_stride + hq[h] * f.bias_head_stride +
@@ -504,7 +568,7 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
           for (int e = 0; e < 2; ++e) {
             const int kof = n * 8 + e;
             const bool masked = kof >= kv_lim || (FFPA_CAUSAL && kof > causal_lim);
-            float x = s[n][2 * h + e] * f.scale_log2 - l;
+            float x = s[n][2 * h + e] * f.scale_log2 - l[h];
 #if FFPA_DBIAS == 1
             if (kof < kv_lim) x += bias_at(f, key0 + kof) * LOG2E;
 #elif FFPA_DBIAS >= 2
@@ -513,13 +577,22 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
             s[n][2 * h + e] = masked ? 0.f : exp2f(x);
           }
       }
-      u32 keep[2] = {0u, 0u};
+#if FFPA_CLUSTER == 1
 #if FFPA_DROPOUT
 #pragma unroll
       for (int h = 0; h < 2; ++h) keep[h] = keep_bits(r[h], hq[h], 0, NS);
 #endif
       wgmma_wait<0>();
       fence_acc(dp);
+#else
+      mbar_wait_cluster(bar_d, (ex >> 1) & 1);
+      add_acc(xs + X_SLOTS / 2, dp);
+#if FFPA_DROPOUT
+      const u32 other = keep_in[par * NT + tid];
+      keep[0] = rank ? other : mine;
+      keep[1] = rank ? mine : other;
+#endif
+#endif
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         u32 pp4[4], ds4[4];  // packed Pd and dS of the four n8 groups (bf16 / fp16 pairs)
@@ -539,7 +612,8 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
 #if FFPA_DBIAS == 1
             colsum[n][e] += ds[e];
 #elif FFPA_DBIAS >= 2
-            if (r[h] >= 0 && n * 8 + e < kv_lim)
+            // Both blocks of a cluster hold the same dS: rank 0 adds it.
+            if (rank == 0 && r[h] >= 0 && n * 8 + e < kv_lim)
               put_dbias(p, b, hq[h], r[h], key0 + n * 8 + e, ds[e]);
 #endif
           }

@@ -3,10 +3,11 @@
 // expect_backward_close): self, cross, decode, GQA/MQA, causal both alignments (Nq < Nkv and
 // Nq > Nkv), lengths 1, 7, 127, 300, B > 1, D 64..1024 (split into quarters over the two blocks
 // of a cluster), both dtypes, dropout, additive bias in every shape and dtype with dBias
-// (added by one block of the two), every knob; and one block a key tile (cluster = 1, D up to
-// 320) over the same cases. Outputs are poisoned (NaN) before the run so an
-// unwritten element fails. "[bench]" times B=1 H=32 N=8192 against ffpa-bwd-sm90 with CUDA
-// events. Needs an sm_90 GPU: elsewhere every case warns and returns.
+// (added by one block of the two), every knob; and phase 1 split by keys (ksplit = 1), in the
+// cluster and in one block a key tile (cluster = 1, D up to 320), over the same cases. Outputs are
+// poisoned (NaN) before the run so an unwritten element fails. "[bench]" times B=1 H=32 N=8192
+// against ffpa-bwd-sm90 with CUDA events. Needs an sm_90 GPU: elsewhere every case warns and
+// returns.
 #include <catch2/catch.hpp>
 
 #include <optional>
@@ -175,67 +176,78 @@ TEST_CASE("bwd90c: every knob (bc, panels, dqbuf, xbuf, dqlag) at D = 320, 512, 
 }
 
 namespace {
-bwd90c::Config solo(int panels = 1) {
+// Phase 1 split by keys (ksplit = 1): in one block a key tile (cluster = 1, xbuf = 1) or in the
+// cluster (xbuf = 2).
+bwd90c::Config ksplit(int cluster, int panels = 1) {
   bwd90c::Config c;
-  c.cluster = 1;
-  c.xbuf = 1;
+  c.ksplit = 1;
+  c.cluster = cluster;
+  c.xbuf = cluster == 1 ? 1 : 2;
   c.panels = panels;
   return c;
 }
 }  // namespace
 
-TEST_CASE("bwd90c: one block a key tile (cluster = 1): every case at D 64..320", "[gpu]") {
+TEST_CASE("bwd90c: phase 1 by keys (ksplit = 1), one block or a cluster: every case", "[gpu]") {
   if (!hopper()) return;
-  for (Dtype dt : kTypes)
-    for (int D : {64, 72, 136, 200, 256, 320}) {
-      for (int n : {1, 7, 127, 300}) expect_close(make(1, 2, 1, n, n, D, dt), solo());
-      expect_close(make(2, 2, 2, 77, 77, D, dt), solo());   // B > 1
-      expect_close(make(2, 2, 2, 45, 150, D, dt), solo());  // cross
-      expect_close(make(1, 8, 2, 1, 200, D, dt), solo());   // decode GQA
-      expect_close(make(2, 8, 2, 50, 90, D, dt), solo());   // GQA
-      expect_close(make(1, 6, 1, 45, 70, D, dt), solo());   // MQA
-      for (Causal c : {Causal::bottom_right, Causal::top_left})
-        for (auto [nq, nkv] : {std::pair{99, 99}, {40, 150}, {150, 40}, {1, 77}}) {
-          Problem p = make(2, 4, 2, nq, nkv, D, dt);
-          p.causal = c;
-          expect_close(p, solo());
-        }
-    }
-  for (int D : {200, 320})  // more than one Q/dO group a tile
-    for (int panels : {2, 3})
-      if (bwd90c::check(solo(panels), D, 227 * 1024).ok()) {
-        Problem p = make(2, 4, 2, 70, 101, D);
-        p.causal = Causal::bottom_right;
-        expect_close(p, solo(panels));
+  for (int cl : {1, 2})
+    for (Dtype dt : kTypes)
+      for (int D : {64, 72, 136, 200, 256, 320, 448, 512}) {
+        const bwd90c::Config k = ksplit(cl);
+        if (!bwd90c::check(k, D, 227 * 1024).ok()) continue;  // cluster = 1: D at most 320
+        for (int n : {1, 7, 127, 300}) expect_close(make(1, 2, 1, n, n, D, dt), k);
+        expect_close(make(2, 2, 2, 77, 77, D, dt), k);   // B > 1
+        expect_close(make(2, 2, 2, 45, 150, D, dt), k);  // cross
+        expect_close(make(1, 8, 2, 1, 200, D, dt), k);   // decode GQA
+        expect_close(make(2, 8, 2, 50, 90, D, dt), k);   // GQA
+        expect_close(make(1, 6, 1, 45, 70, D, dt), k);   // MQA
+        for (Causal c : {Causal::bottom_right, Causal::top_left})
+          for (auto [nq, nkv] : {std::pair{99, 99}, {40, 150}, {150, 40}, {1, 77}}) {
+            Problem p = make(2, 4, 2, nq, nkv, D, dt);
+            p.causal = c;
+            expect_close(p, k);
+          }
       }
+  for (int cl : {1, 2})
+    for (int D : {200, 320, 512})  // more than one Q/dO group a tile
+      for (int panels : {2, 3})
+        if (bwd90c::check(ksplit(cl, panels), D, 227 * 1024).ok()) {
+          Problem p = make(2, 4, 2, 70, 101, D);
+          p.causal = Causal::bottom_right;
+          expect_close(p, ksplit(cl, panels));
+        }
 }
 
-TEST_CASE("bwd90c: one block a key tile (cluster = 1): dropout, bias with dBias, many tiles",
-          "[gpu]") {
+TEST_CASE("bwd90c: phase 1 by keys (ksplit = 1): dropout, bias with dBias, many tiles", "[gpu]") {
   if (!hopper()) return;
-  for (Dtype dt : kTypes)
-    for (int D : {64, 320}) {
-      Problem p = make(2, 2, 1, 60, 75, D, dt);
-      p.dropout = 0.1;
-      expect_close(p, solo());
-      Problem c = make(2, 4, 2, 127, 99, D, dt);
-      c.causal = Causal::top_left;
-      c.dropout = 0.1;
-      expect_close(c, solo());
-      for (const Problem& b : bias_problems(D, dt)) expect_close(b, solo());
-      Problem all = make(2, 4, 2, 70, 101, D, dt);
-      all.causal = Causal::bottom_right;
-      all.bias = BiasKind::key;
-      all.dropout = 0.1;
-      expect_close(all, solo());
-      all.bias = BiasKind::full;
-      all.bias_dtype = BiasDtype::input;
-      expect_close(all, solo());
-    }
-  Problem many = make(2, 4, 2, 333, 333, 320);
-  expect_close(many, solo());
-  many.causal = Causal::bottom_right;
-  expect_close(many, solo());
+  for (int cl : {1, 2})
+    for (Dtype dt : kTypes)
+      for (int D : {64, 320, 512}) {
+        const bwd90c::Config k = ksplit(cl);
+        if (!bwd90c::check(k, D, 227 * 1024).ok()) continue;
+        Problem p = make(2, 2, 1, 60, 75, D, dt);
+        p.dropout = 0.1;
+        expect_close(p, k);
+        Problem c = make(2, 4, 2, 127, 99, D, dt);
+        c.causal = Causal::top_left;
+        c.dropout = 0.1;
+        expect_close(c, k);
+        for (const Problem& b : bias_problems(D, dt)) expect_close(b, k);
+        Problem all = make(2, 4, 2, 70, 101, D, dt);
+        all.causal = Causal::bottom_right;
+        all.bias = BiasKind::key;
+        all.dropout = 0.1;
+        expect_close(all, k);
+        all.bias = BiasKind::full;
+        all.bias_dtype = BiasDtype::input;
+        expect_close(all, k);
+      }
+  for (int cl : {1, 2}) {
+    Problem many = make(2, 4, 2, 333, 333, cl == 1 ? 320 : 512);
+    expect_close(many, ksplit(cl));
+    many.causal = Causal::bottom_right;
+    expect_close(many, ksplit(cl));
+  }
 }
 
 TEST_CASE("bwd90c: many query tiles and key tiles (GQA, causal, B > 1)", "[gpu]") {
@@ -292,8 +304,9 @@ TEST_CASE("sm90c backward timings", "[.][bench]") {
     bench90("gqa", gqa);
     bench90c("gqa", gqa, bwd90c::default_config(gqa));
   }
-  // One block a key tile against the cluster's default, alternated (D = 320, 256).
-  for (int D : {320, 256}) {
+  // Phase 1 by keys against the cluster's default, alternated: in the cluster at D = 512 and
+  // 320, in one block a key tile at D = 320 and 256.
+  for (int D : {512, 320, 256}) {
     Problem causal = make(1, 32, 32, N, N, D);
     causal.causal = Causal::bottom_right;
     const std::pair<const char*, Problem> rows[] = {
@@ -301,7 +314,8 @@ TEST_CASE("sm90c backward timings", "[.][bench]") {
     for (int rep = 0; rep < 2; ++rep)
       for (const auto& [name, p] : rows) {
         bench90c(name, p, bwd90c::default_config(p));
-        bench90c(name, p, solo());
+        for (int cl : {2, 1})
+          if (bwd90c::check(ksplit(cl), D, 227 * 1024).ok()) bench90c(name, p, ksplit(cl));
       }
   }
 

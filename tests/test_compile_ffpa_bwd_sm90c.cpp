@@ -1,7 +1,8 @@
 // NVRTC compiles the Hopper cluster backward (ffpa-bwd-sm90c) for sm_90a without a GPU: the default
 // configuration at D in {64, 128, 320, 512, 576, 1024}, both dtypes and both causal alignments (and
-// with dropout and each bias shape), every point of the fast grid at D = 512 and 1024, and one
-// block a key tile (cluster = 1) at D 64..320 with each feature, must not
+// with dropout and each bias shape), every point of the fast grid at D = 320, 512 and 1024, and
+// phase 1 split by keys (ksplit = 1) in one block (D 64..320) or a cluster (D 64..512) with each
+// feature, must not
 // spill, must not use a stack frame, and ptxas must not serialize the wgmma pipeline (its
 // C7514/C7515 notes). The registers are reported (docs/notes/ffpa_bwd_sm90c.md).
 #include <catch2/catch.hpp>
@@ -83,51 +84,56 @@ TEST_CASE("bwd90c the fast grid compiles clean at D = 320, 512 and 1024", "[nvrt
       for (int panels : {1, 2, 3})
         for (int xbuf : {1, 2})
           for (int dqlag : {0, 1})
-            for (int cluster : {1, 2}) {
-              const bwd90c::Config c{bc, panels, 1, xbuf, dqlag, cluster};
-              if (!bwd90c::check(c, D, 227 * 1024).ok()) continue;
-              const auto comp = compile_clean(c, bwd::Features::of(compile_problem(D)));
-              WARN("D=" << D << " " << to_string(c.knobs()) << ": " << comp.info.at(kMain).registers
-                        << " registers");
-            }
+            for (int cluster : {1, 2})
+              for (int ks : {0, 1}) {
+                const bwd90c::Config c{bc, panels, 1, xbuf, dqlag, cluster, ks};
+                if (!bwd90c::check(c, D, 227 * 1024).ok()) continue;
+                const auto comp = compile_clean(c, bwd::Features::of(compile_problem(D)));
+                WARN("D=" << D << " " << to_string(c.knobs()) << ": "
+                          << comp.info.at(kMain).registers << " registers");
+              }
 }
 
-TEST_CASE("bwd90c one block a key tile (cluster = 1) compiles clean up to D = 320",
+TEST_CASE("bwd90c phase 1 by keys (ksplit = 1), one block or a cluster, compiles clean",
           "[nvrtc][bwd90c]") {
   test::FreshCache cache;
-  bwd90c::Config c;
-  c.cluster = 1;
-  c.xbuf = 1;
-  for (int D : {64, 72, 128, 200, 256, 320})
-    for (int panels : {1, 2, 3}) {
-      c.panels = panels;
+  for (int cl : {1, 2}) {
+    bwd90c::Config c;
+    c.ksplit = 1;
+    c.cluster = cl;
+    c.xbuf = cl == 1 ? 1 : 2;
+    for (int D : {64, 72, 128, 200, 256, 320, 448, 512})
+      for (int panels : {1, 2, 3}) {
+        c.panels = panels;
+        if (!bwd90c::check(c, D, 227 * 1024).ok()) continue;
+        for (Causal causal : {Causal::none, Causal::bottom_right})
+          for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
+            Problem p = compile_problem(D, causal);
+            p.dtype = dt;
+            const auto comp = compile_clean(c, bwd::Features::of(p));
+            WARN("ksplit cluster=" << cl << " D=" << D << " panels=" << panels << " "
+                                   << to_string(dt) << " causal=" << to_string(causal) << ": "
+                                   << comp.info.at(kMain).registers << " registers");
+          }
+      }
+    c.panels = 1;
+    for (int D : {64, 320, 512}) {
       if (!bwd90c::check(c, D, 227 * 1024).ok()) continue;
-      for (Causal causal : {Causal::none, Causal::bottom_right})
-        for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
-          Problem p = compile_problem(D, causal);
-          p.dtype = dt;
-          const auto comp = compile_clean(c, bwd::Features::of(p));
-          WARN("cluster=1 D=" << D << " panels=" << panels << " " << to_string(dt)
-                              << " causal=" << to_string(causal) << ": "
-                              << comp.info.at(kMain).registers << " registers");
-        }
-    }
-  c.panels = 1;
-  for (int D : {64, 320}) {
-    Problem p = compile_problem(D, Causal::top_left);
-    p.dropout = 0.1;
-    WARN("cluster=1 D=" << D << " dropout: "
-                        << compile_clean(c, bwd::Features::of(p)).info.at(kMain).registers
-                        << " registers");
-    for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full}) {
-      Problem q = compile_problem(D, Causal::bottom_right);
-      q.bias = m;
-      WARN("cluster=1 D=" << D << " bias " << to_string(m) << ": "
-                          << compile_clean(c, bwd::Features::of(q)).info.at(kMain).registers
-                          << " registers");
-      q.dropout = 0.1;
-      q.bias_dtype = BiasDtype::input;
-      compile_clean(c, bwd::Features::of(q));
+      Problem p = compile_problem(D, Causal::top_left);
+      p.dropout = 0.1;
+      WARN("ksplit cluster=" << cl << " D=" << D << " dropout: "
+                             << compile_clean(c, bwd::Features::of(p)).info.at(kMain).registers
+                             << " registers");
+      for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full}) {
+        Problem q = compile_problem(D, Causal::bottom_right);
+        q.bias = m;
+        WARN("ksplit cluster=" << cl << " D=" << D << " bias " << to_string(m) << ": "
+                               << compile_clean(c, bwd::Features::of(q)).info.at(kMain).registers
+                               << " registers");
+        q.dropout = 0.1;
+        q.bias_dtype = BiasDtype::input;
+        compile_clean(c, bwd::Features::of(q));
+      }
     }
   }
 }
@@ -174,13 +180,17 @@ TEST_CASE("bwd90c configuration checks", "[bwd90c]") {
   c.cluster = 3;
   CHECK_THAT(bwd90c::check(c, 320, smem).reason, Catch::Contains("cluster is 1 or 2"));
   c.cluster = 1;
+  CHECK_THAT(bwd90c::check(c, 320, smem).reason, Catch::Contains("ksplit must be 1"));
+  c.ksplit = 2;
+  CHECK_THAT(bwd90c::check(c, 320, smem).reason, Catch::Contains("ksplit is 0 or 1"));
+  c.ksplit = 1;
   CHECK_THAT(bwd90c::check(c, 320, smem).reason, Catch::Contains("xbuf=2 would be the same"));
   c.xbuf = 1;
   for (int D : {8, 64, 72, 200, 256, 320}) CHECK(bwd90c::check(c, D, smem).ok());
   CHECK(bwd90c::smem_bytes(c, 320) <= smem);
   CHECK_THAT(bwd90c::check(c, 328, smem).reason, Catch::Contains("at most 320"));
   c.dqlag = 1;
-  CHECK_THAT(bwd90c::check(c, 320, smem).reason, Catch::Contains("no exchange for dqlag"));
+  CHECK_THAT(bwd90c::check(c, 320, smem).reason, Catch::Contains("dqlag must be 0"));
   c.dqlag = 0;
   c.bc = 32;
   CHECK_THAT(bwd90c::check(c, 320, smem).reason, Catch::Contains("bc must be 64"));
@@ -189,6 +199,13 @@ TEST_CASE("bwd90c configuration checks", "[bwd90c]") {
   CHECK_THAT(bwd90c::check(c, 320, smem).reason, Catch::Contains("must divide 3"));
   c.panels = 3;
   CHECK(bwd90c::check(c, 320, smem).ok());
+  // Phase 1 by keys in the cluster: two exchange buffers, up to D = 512 (bc = 64).
+  c = {};
+  c.ksplit = 1;
+  for (int D : {64, 320, 512}) CHECK(bwd90c::check(c, D, smem).ok());
+  CHECK_THAT(bwd90c::check(c, 520, smem).reason, Catch::Contains("bc=64 needs"));
+  c.xbuf = 1;
+  CHECK_THAT(bwd90c::check(c, 512, smem).reason, Catch::Contains("needs xbuf=2"));
   for (int D = 8; D <= 1024; D += 8)
     CHECK(bwd90c::check(bwd90c::default_config(compile_problem(D)), D, smem).ok());
 }
@@ -210,8 +227,8 @@ TEST_CASE("variant ffpa-bwd-sm90c: grid file, support surface", "[bwd90c]") {
   CHECK_THAT(v->supports(big, Knobs{{"bc", 64}, {"panels", 1}, {"dqbuf", 1}}, h200()).reason,
              Catch::Contains("bc=64 needs"));
   // One block a key tile: a point of the fast grid up to D = 320, refused past it.
-  const Knobs solo{{"bc", 64},  {"panels", 1}, {"dqbuf", 1},
-                   {"xbuf", 1}, {"dqlag", 0},  {"cluster", 1}};
+  const Knobs solo{{"bc", 64},   {"panels", 1},  {"dqbuf", 1}, {"xbuf", 1},
+                   {"dqlag", 0}, {"cluster", 1}, {"ksplit", 1}};
   CHECK(v->supports(compile_problem(320), solo, h200()).ok());
   CHECK_THAT(v->supports(compile_problem(512), solo, h200()).reason,
              Catch::Contains("cluster=1 needs D at most 320"));

@@ -70,7 +70,15 @@ kernels passed their GPU tests first time). Its MN-major reading puts column n o
 key-major dV/dK B operand (N = DQ up to 128, not always whole atoms: 48, 80, 112) relies on; the
 bc = 32 form and the dQ chunks use N <= 64 from an atom's start, as before.
 
-One block a key tile (cluster = 1, FFPA_CLUSTER = 1; bc = 64, xbuf = 1): the block holds the
+Phase 1 split by keys (ksplit = 1, FFPA_KSPLIT = 1; bc = 64): warpgroup wg computes S and dP
+over all of its block's columns (both parts' panels of each Q/dO group) for keys [32 wg, + 32)
+(m64n32, K and V from row 32 wg). In the cluster (xbuf = 2) there is no block exchange: each
+thread sends its whole S and dP partials (registers 4 n .. 4 n + 3 as the float4 of slot
+(wg NN / 2 + n) 128 + t128 of S's or dP's half of the other block's buffer xr, on the same
+mbarriers, bytes and keep slots as the exchange path), block `rank` draws the keep bits of its
+threads' row h = rank and receives the other row's; P and dS as below, dBias by rank 0.
+
+One block a key tile (cluster = 1, FFPA_CLUSTER = 1, with ksplit = 1; bc = 64, xbuf = 1): the block holds the
 whole D, a warpgroup's part is half of D rounded up to 32 (DQ = part(D, bc, 1)), the block's
 shared columns 2 NP 64 and no exchange buffers or keep sets (the host's xbuf argument 0). Phase 1
 runs over both halves' panels of each Q/dO group (hh = 0, 1), with K and V from row 32 wg
@@ -210,14 +218,15 @@ def desc_mn_wide(addr, atom):
 
 
 class Cfg:
-    def __init__(self, D, BC, PPG=1, XB=1, CL=2):
-        self.D, self.BC, self.PPG, self.XB, self.CL = D, BC, PPG, XB, CL
+    def __init__(self, D, BC, PPG=1, XB=1, CL=2, KS=0):
+        self.D, self.BC, self.PPG, self.XB, self.CL, self.KS = D, BC, PPG, XB, CL, KS
         self.NN = BC // 8
         # KM (64 keys): dK, dV key-major and quarters of D rounded up to 64; 32 keys: transposed,
         # quarters of D padded to 256 (multiples of 64). CL = 1 (one block a key tile, bc = 64):
         # a warpgroup's part is half of D rounded up to 32
         self.KM = BC == 64
-        assert CL == 2 or (CL == 1 and self.KM and XB == 1)
+        assert CL == 2 or (CL == 1 and KS and XB == 1)
+        assert not KS or (self.KM and (CL == 1 or XB == 2))
         self.DQ = part(D, BC, CL)
         self.DC = 2 * self.DQ
         self.NP = (self.DQ + 63) // 64  # panels of a part, each part from its own
@@ -225,8 +234,8 @@ class Cfg:
         self.BW = 2 * self.NP * 64
         # CL = 2: the host's padded(D) is the cluster's columns, the same layout
         assert CL == 1 or 2 * self.BW == padded(D)
-        # n8 groups of a warpgroup's S and dP: CL = 1 splits the keys between the warpgroups
-        self.NS = self.NN // 2 if CL == 1 else self.NN
+        # n8 groups of a warpgroup's S and dP: KS splits the keys between the warpgroups
+        self.NS = self.NN // 2 if KS else self.NN
         self.PARTS = 2 * CL  # FFPA_DQ_PARTS
         last8 = (self.DQ % 64 if mut("last8_mod") else self.DQ - (self.NP - 1) * 64) // 8
         self.LAST8 = last8  # n8 groups of a quarter's last panel (its last dQ chunk)
@@ -637,13 +646,93 @@ def run_cluster(cfg, pr, j, raw_base):
             st(rank, sPt + off + 2 * i, p_)
             st(rank, sSt + off + 2 * i, ds)
 
-    def solo_pds(tab, row_of, s, dp, dbias):
-        """CL = 1: no exchange. Warpgroup wg's S and dP hold whole sums for its keys [32 wg,
-        + 32) and both rows h = 0, 1 of a thread (registers 4 n + 2 h + e); P, Pd, dS of each,
-        dBias (one block), then P^T, dS^T by stmatrix .trans: for each warp and h, lane l
-        addresses the warpgroup's key l (n8 group l / 8) of the warp's 8 rows of h and receives
-        row i from lane 4 i + (l % 8) / 2, element (l % 8) & 1."""
-        rank = 0
+    def ks_exchange(row_of, s, dp, xr, ks, bar_s, bar_d, parity):
+        """KS in the cluster: each thread's whole S and dP partials (registers 4 n .. 4 n + 3 as
+        the float4 of slot (wg NN / 2 + n) 128 + t128 of the half) into the other block's buffer
+        xr, st.async completing on its S or dP mbarrier; its keep bits of row h = rank into keep
+        set ks there (with dP's); thread 0's expect_tx on its own two; the other block's
+        partials added after the waits. Returns each thread's keep bits of rows 0 and 1."""
+        X2 = cfg.X_SLOTS // 2
+
+        def send(rank, half, acc, bar):
+            peer = rank ^ 1
+            for wg in range(2):
+                for t128 in range(128):
+                    a = acc[rank][wg][t128]
+                    for n in range(cfg.NS):
+                        w = 0 if mut("ks_slot_no_wg") else wg * NN // 2
+                        slot = half + (w + n) * 128 + t128
+                        log.access((peer, "x", xr, slot), True, rank, wg * 128 + t128)
+                        xs[peer][xr, slot] = tuple(a[4 * n:4 * n + 4])
+                        log.mbar_update(peer, bar, 0, -16)
+                    log.access((peer, "full", bar), True, rank, wg * 128 + t128, atomic=True)
+
+        def recv(rank, half, acc):
+            for wg in range(2):
+                for t128 in range(128):
+                    a = acc[rank][wg][t128]
+                    for n in range(cfg.NS):
+                        w = 0 if mut("ks_slot_no_wg") else wg * NN // 2
+                        slot = half + (w + n) * 128 + t128
+                        log.access((rank, "x", xr, slot), False, rank, wg * 128 + t128)
+                        x = xs[rank].get((xr, slot), nothing)
+                        for e in range(4):
+                            a[4 * n + e] += x[e]
+
+        kmine = {}  # the keep bits a block draws: its threads' row h = rank (bit 2 n + e)
+        for rank in range(2):
+            h = 1 - rank if mut("ks_keep_row_other") else rank
+            for wg in range(2):
+                for t128 in range(128):
+                    lane, wq = t128 % 32, t128 // 32
+                    r, hq_row = row_of(wq * 16 + (lane >> 2) + 8 * h)
+                    key0 = n0 + wg * (BC // 2) + (lane & 3) * 2
+                    erow = ((0 * pr.Hq + hq_row) * pr.Nq + max(r, 0)) * pr.Nkv + key0
+                    kb = 0
+                    for n in range(cfg.NS):
+                        for e in range(2):
+                            kb |= keep(pr.offset + erow + n * 8 + e) << (2 * n + e)
+                    kmine[rank, wg * 128 + t128] = kb
+        for rank in range(2):
+            send(rank, 0, s, bar_s)
+            log.send(rank, rank ^ 1, ex, "S", bar_s)
+        for rank in range(2):
+            send(rank, X2, dp, bar_d)
+            if pr.dropout:
+                for tid in range(NT):
+                    log.access((rank ^ 1, "keep", ks, tid), True, rank, tid)
+                    keep_in[rank ^ 1][ks, tid] = kmine[rank, tid]
+                    log.mbar_update(rank ^ 1, bar_d, 0, -4)
+                    log.access((rank ^ 1, "full", bar_d), True, rank, tid, atomic=True)
+            log.send(rank, rank ^ 1, ex, "dP", bar_d)
+            for bar, nbytes in ((bar_s, NT * NN * 8),
+                                (bar_d, NT * NN * 8 + (NT * 4 if pr.dropout else 0))):
+                log.access((rank, "full", bar), True, rank, 0, atomic=True)
+                log.expect(rank, bar, nbytes)
+        for rank in range(2):
+            log.wait(rank, ex, "S", bar_s, parity)
+            recv(rank, 0, s)
+        keeps = {}
+        for rank in range(2):
+            log.wait(rank, ex, "dP", bar_d, parity)
+            for tid in range(NT):
+                other = 0
+                if pr.dropout:
+                    log.access((rank, "keep", ks, tid), False, rank, tid)
+                    other = keep_in[rank].get((ks, tid), POISON)
+                mine = kmine[rank, tid]
+                swap = rank == 0 if mut("ks_keep_merge_swapped") else rank == 1
+                keeps[rank, tid] = (other, mine) if swap else (mine, other)
+            recv(rank, X2, dp)
+        return keeps
+
+    def solo_pds(rank, tab, row_of, s, dp, dbias, keeps):
+        """KS: warpgroup wg's S and dP hold whole sums (CL = 2: after ks_exchange) for its keys
+        [32 wg, + 32) and both rows h = 0, 1 of a thread (registers 4 n + 2 h + e); P, Pd, dS of
+        each with the keep bits of row h (CL = 2: keeps, as exchanged), dBias by rank 0, then
+        P^T, dS^T by stmatrix .trans: for each warp and h, lane l addresses the warpgroup's key
+        l (n8 group l / 8) of the warp's 8 rows of h and receives row i from lane 4 i +
+        (l % 8) / 2, element (l % 8) & 1."""
         for wg in range(2):
             pds = {}  # (t128, n, h, e): the thread's Pd and dS
             for t128 in range(128):
@@ -665,12 +754,16 @@ def run_cluster(cfg, pr, j, raw_base):
                             p_ = 0 if masked else pfun(s[rank][wg][t128][reg], l)
                             dmv = dp[rank][wg][t128][reg]
                             if pr.dropout:
-                                pd = p_ * DSCALE if keep(pr.offset + erow + n * 8 + e) else 0
+                                if keeps is None:
+                                    kept = keep(pr.offset + erow + n * 8 + e)
+                                else:
+                                    kept = keeps[rank, wg * 128 + t128][h] >> (2 * n + e) & 1
+                                pd = p_ * DSCALE if kept else 0
                                 ds = pd * dmv - p_ * dl
                                 p_ = pd
                             else:
                                 ds = p_ * (dmv - dl)
-                            if not kof >= kv_lim:
+                            if (rank == 0 or mut("dbias_both")) and not kof >= kv_lim:
                                 dbias[key0 + kof] = dbias.get(key0 + kof, 0) + ds
                             pds[t128, n, h, e] = p_, ds
             for wq in range(4):
@@ -716,20 +809,20 @@ def run_cluster(cfg, pr, j, raw_base):
             i = m0 + row
             return (i % pr.Nq if i < rows_total else -1), i // pr.Nq
 
-        # phase 1 (after the group barriers). CL = 1: warpgroup wg over both halves' panels of
-        # the group, for its keys (rows 32 wg of K and V: m64n32)
+        # phase 1 (after the group barriers). KS: warpgroup wg over both parts' panels of the
+        # group, for its keys (rows 32 wg of K and V: m64n32)
         s = [[[[0] * nreg for _ in range(128)] for _ in range(2)] for _ in range(2)]
         dp = [[[[0] * nreg for _ in range(128)] for _ in range(2)] for _ in range(2)]
-        nkeys = BC // 2 if cfg.CL == 1 else BC  # the N of S and dP
+        nkeys = BC // 2 if cfg.KS else BC  # the N of S and dP
         for rank in range(NB):
             for g in range(NG):
                 log.block_sync(rank)
                 for wg in range(2):
-                    pn = (0 if cfg.CL == 1 else wg * NP) + g * PPG
-                    keys = wg * (BC // 2) * 128 if cfg.CL == 1 and not mut("solo_b_no_keys") else 0
+                    pn = (0 if cfg.KS else wg * NP) + g * PPG
+                    keys = wg * (BC // 2) * 128 if cfg.KS and not mut("solo_b_no_keys") else 0
                     sq, so = sQ + pn * cfg.Q_PANEL, sO + pn * cfg.Q_PANEL
                     sk, sv = sK + pn * cfg.KV_PANEL + keys, sV + pn * cfg.KV_PANEL + keys
-                    for hh in range(3 - cfg.CL):
+                    for hh in range(2 if cfg.KS else 1):
                         for pp in range(PPG):
                             for kk in range(4):
                                 # k16 steps past the part skipped (their columns are not loaded)
@@ -744,8 +837,10 @@ def run_cluster(cfg, pr, j, raw_base):
                                                     desc_k(b + pnl * cfg.KV_PANEL + kk * 32),
                                                     nkeys)
                                     wgmma(acc[rank][wg], A, transpose(Bt), nkeys // 2)
-        if cfg.CL == 1:
-            solo_pds(tables[(0, par)], row_of, s, dp, dbias)
+        if cfg.KS:
+            keeps = ks_exchange(row_of, s, dp, xr, ks, bar_s, bar_d, parity) if NB == 2 else None
+            for rank in range(NB):
+                solo_pds(rank, tables[(rank, par)], row_of, s, dp, dbias, keeps)
         else:
             # (xbuf = 2: the last group's dP wgmmas are a commit group of their own, retired after
             # S's block exchange and sends; the same values)
@@ -1257,6 +1352,10 @@ MUTATIONS = [
     "solo_key0_no_wg",    # the thread's first key without its warpgroup's 32
     "solo_rows_swapped",  # registers 2 h + e read as the other row's
     "solo_pt_no_keys",    # P^T, dS^T stored at keys 0..31 by both warpgroups
+    # phase 1 by keys in the cluster
+    "ks_slot_no_wg",          # both warpgroups' partials in the same slots
+    "ks_keep_row_other",      # a block draws the keep bits of row 1 - rank: both draw the same
+    "ks_keep_merge_swapped",  # the own and the received keep bits in each other's row
 ]
 # Changes that must stay harmless, checked like the mutations but expected to pass:
 # dq_last_chunk_full reduces all 8 n8 groups of a quarter's last dQ chunk; the groups past
@@ -1284,6 +1383,16 @@ BASE = [
     (320, 32, 1, 1, 50, 40, 0, 1, False),    # transposed at D 320: DQ 128 (padded to 512)
     (64, 64, 1, 2, 128, 200, 1, 3, False),   # GQA: the starts span one q head's tiles
 ]
+# Phase 1 by keys in the cluster (ksplit = 1, xbuf = 2): quarters as in BASE, each thread's
+# whole partials exchanged
+KSC = [
+    (512, 64, 2, 1, 100, 33, 1, 0, False),   # quarters of 128 (m64n128), two panels a group
+    (320, 64, 1, 1, 70, 45, 2, 0, True),     # quarters of 80; top-left, dropout
+    (136, 64, 1, 3, 30, 70, 1, 0, True),     # quarters of 48, 3 q heads, dropout
+    (64, 64, 1, 1, 300, 100, 0, 0, True),    # 5 tiles: each buffer, keep set, mbarrier reused
+    (72, 64, 1, 2, 40, 60, 2, 0, False),     # the last quarter wholly past D; top-left
+    (448, 64, 2, 2, 40, 80, 1, 1, False),    # quarters of 112: panels 64 + 48; GQA
+]
 # One block a key tile (cluster = 1, bc = 64): halves of D rounded up to 32, S and dP by keys
 SOLO = [
     (64, 64, 1, 1, 50, 100, 0, 1, False),    # halves of 32; rows past the end, keys past Nkv
@@ -1299,28 +1408,32 @@ SOLO = [
 # the GQA case of two whole-tile heads the span of the starts; SOLO 0 and 2 one block a key tile
 QUICK = [(0, 2), (1, 1), (2, 1), (3, 2), (5, 1), (6, 1), (6, 2), (9, 2), (14, 2)]
 QUICK_SOLO = [0, 2]
+QUICK_KSC = [1, 3]
 
 
 def cases(quick):
+    """Each case with (xbuf, cluster, ksplit)."""
     if quick:
-        return ([BASE[i] + (xb, 2) for i, xb in QUICK] + [SOLO[i] + (1, 1) for i in QUICK_SOLO])
+        return ([BASE[i] + (xb, 2, 0) for i, xb in QUICK] +
+                [KSC[i] + (2, 2, 1) for i in QUICK_KSC] +
+                [SOLO[i] + (1, 1, 1) for i in QUICK_SOLO])
     # xbuf = 2 where the host allows it: D padded to at most 768
-    return ([c + (xb, 2) for c in BASE for xb in (1, 2) if xb == 1 or c[0] <= 768] +
-            [c + (1, 1) for c in SOLO])
+    return ([c + (xb, 2, 0) for c in BASE for xb in (1, 2) if xb == 1 or c[0] <= 768] +
+            [c + (2, 2, 1) for c in KSC] + [c + (1, 1, 1) for c in SOLO])
 
 
 def check_all(quick=False):
     fails = []
-    for D, BC, PPG, group, Nq, Nkv, causal, j, drop, xb, cl in cases(quick):
+    for D, BC, PPG, group, Nq, Nkv, causal, j, drop, xb, cl, ks in cases(quick):
         pr, ref = case_data(D, BC, group, Nq, Nkv, causal, j, drop)
         try:
-            e = check_case(Cfg(D, BC, PPG, xb, cl), pr, j, ref)
+            e = check_case(Cfg(D, BC, PPG, xb, cl, ks), pr, j, ref)
         except (AssertionError, IndexError, KeyError, TypeError) as x:
             if not MUT:
                 raise
             e = [(type(x).__name__, str(x))]  # a mutation may derail the transcription itself
         if e:
-            fails.append((D, BC, PPG, group, Nq, Nkv, causal, j, drop, xb, cl, e))
+            fails.append((D, BC, PPG, group, Nq, Nkv, causal, j, drop, xb, cl, ks, e))
     return fails
 
 
@@ -1341,7 +1454,9 @@ def main():
           f"P^T/dS^T; every mbarrier wait finds its tile's phase complete, no stores reach a "
           f"pending phase, every store waited for; both blocks meet the same barriers; one block "
           f"a key tile (cluster = 1) at D 64/72/136/200/320 (halves of 32/48/80/112/160 "
-          f"columns), 1 and 3 panels a group, GQA, causal both alignments, dropout")
+          f"columns), 1 and 3 panels a group, GQA, causal both alignments, dropout; phase 1 by "
+          f"keys in the cluster (ksplit = 1) at D 64/72/136/320/448/512, its exchange of whole "
+          f"partials and keep bits under the same checks")
     ok = True
     for m in MUTATIONS + HARMLESS:
         MUT.clear()

@@ -42,9 +42,10 @@ int part_panels(const Config& c, int D) {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {{"bc", &Config::bc},       {"panels", &Config::panels},
-                                   {"dqbuf", &Config::dqbuf}, {"xbuf", &Config::xbuf},
-                                   {"dqlag", &Config::dqlag}, {"cluster", &Config::cluster}};
+constexpr Knob<Config> kKnobs[] = {{"bc", &Config::bc},        {"panels", &Config::panels},
+                                   {"dqbuf", &Config::dqbuf},  {"xbuf", &Config::xbuf},
+                                   {"dqlag", &Config::dqlag},  {"cluster", &Config::cluster},
+                                   {"ksplit", &Config::ksplit}};
 
 Support problem_check(const Problem& pr) {
   const int64_t D = pr.shape.D;
@@ -93,11 +94,11 @@ int smem_bytes(const Config& c, int D) {
 
 int accumulator_registers(const Config& c, int D) {
   // dV and dK (2 x part x bc over 128 threads), then the larger of S and dP (phase 1: 2 x 64 x bc
-  // over 128, or half of that with cluster = 1: a warpgroup's keys) and the dQ chunks (64 x 64
+  // over 128, or half of that with ksplit: a warpgroup's keys) and the dQ chunks (64 x 64
   // over 128 each; two live at once only from 3 chunks a warpgroup up; with dqlag, one chunk
   // beside the exchanged S and dP sums, bc / 2)
   const int dq = 32 * (c.dqbuf == 2 && part_panels(c, D) >= 3 ? 2 : 1);
-  const int sdp = c.bc / (c.cluster == 1 ? 2 : 1);
+  const int sdp = c.bc / (c.ksplit ? 2 : 1);
   return 2 * part(c, D) * c.bc / 128 + std::max({sdp, dq, c.dqlag ? c.bc / 2 + 32 : 0});
 }
 
@@ -113,13 +114,21 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.xbuf != 1 && c.xbuf != 2) return Support::no("xbuf is 1 or 2");
   if (c.dqlag != 0 && c.dqlag != 1) return Support::no("dqlag is 0 or 1");
   if (c.cluster != 1 && c.cluster != 2) return Support::no("cluster is 1 or 2");
+  if (c.ksplit != 0 && c.ksplit != 1) return Support::no("ksplit is 0 or 1");
+  if (c.ksplit == 1) {
+    if (c.bc != 64)
+      return Support::no("ksplit=1 gives each warpgroup 32 of 64 keys: bc must be 64");
+    if (c.dqlag != 0) return Support::no("ksplit=1 does not defer a dQ chunk: dqlag must be 0");
+    if (c.cluster == 2 && c.xbuf != 2)
+      return Support::no(
+          "ksplit=1 in a cluster needs xbuf=2 (the buffers take turns; one buffer would need a "
+          "cluster barrier a tile)");
+  }
   if (c.cluster == 1) {
     // One block holds all of D: the cluster's knobs would compile the same kernel.
-    if (c.bc != 64)
-      return Support::no("cluster=1 keeps dK and dV of 64 keys key-major: bc must be 64");
+    if (c.ksplit != 1) return Support::no("cluster=1 splits phase 1 by keys: ksplit must be 1");
     if (c.xbuf != 1)
       return Support::no("cluster=1 exchanges nothing: xbuf=2 would be the same kernel as 1");
-    if (c.dqlag != 0) return Support::no("cluster=1 has no exchange for dqlag=1 to overlap");
     // 2 x 160 x 64 / 128 = 160 accumulator registers at D = 320; past it ptxas spills.
     if (part(c, D) > 160)
       return Support::no("cluster=1 needs D at most 320 (dK and dV of 64 keys and half of D, " +
@@ -155,7 +164,7 @@ int64_t dq_accum_floats(const Config& c, const Shape& s) {
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
-  // FFPA_BC, FFPA_PANELS, FFPA_DQBUF, FFPA_XBUF, FFPA_DQLAG, FFPA_CLUSTER
+  // FFPA_BC, FFPA_PANELS, FFPA_DQBUF, FFPA_XBUF, FFPA_DQLAG, FFPA_CLUSTER, FFPA_KSPLIT
   std::vector<std::string> o = knob_defines(kKnobs, c);
   // dq_accum's layout (dq_accum_floats): tiled by parts of that many columns (4 quarters, or 2
   // halves with cluster = 1), or row-major

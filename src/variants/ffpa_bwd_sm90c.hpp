@@ -19,15 +19,18 @@ namespace ffpa::bwd90c {
 
 // Knobs of the kernel, as in configs/grids/ffpa-bwd-sm90c.json. A cluster of two blocks of two
 // warpgroups works on one key tile; each block owns half of D (padded to 256), each warpgroup a
-// quarter; query tiles of 64 rows. With cluster = 1 one block holds the whole D, each warpgroup a
-// half, and the warpgroups split the keys for S and dP instead of exchanging partial sums.
+// quarter; query tiles of 64 rows. With ksplit = 1 the warpgroups split the keys for S and dP
+// (over their block's columns) instead of its columns, and exchange nothing in the block; with
+// cluster = 1 (and ksplit = 1) one block holds the whole D, each warpgroup a half, and nothing is
+// exchanged at all.
 struct Config {
   int bc = 64;      // keys per key tile: 32 or 64 (64 only with D padded to at most 512)
-  int panels = 1;   // 64-column panels of each quarter per Q/dO cp.async group (divides DP / 256)
+  int panels = 1;   // 64-column panels of each part per Q/dO cp.async group (divides its panels)
   int dqbuf = 1;    // dQ chunk accumulators: 2 issues chunk c + 1 before reducing chunk c
   int xbuf = 2;     // exchange buffers: 2 take turns, 1 needs a cluster barrier a query tile
   int dqlag = 0;    // 1: a tile's last dQ chunk overlaps the next tile's cluster exchange
   int cluster = 2;  // blocks a key tile is split over: 2 (halves of D), or 1 (D at most 320)
+  int ksplit = 0;   // 1: phase 1 split by keys between the warpgroups (needed by cluster = 1)
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
