@@ -654,30 +654,29 @@ def run_cluster(cfg, pr, j, raw_base):
         partials added after the waits. Returns each thread's keep bits of rows 0 and 1."""
         X2 = cfg.X_SLOTS // 2
 
+        def slots(half):
+            """(wg, t128, n, slot) of every thread's float4 n in the half."""
+            for wg in range(2):
+                w = 0 if mut("ks_slot_no_wg") else wg * NN // 2
+                for t128 in range(128):
+                    for n in range(cfg.NS):
+                        yield wg, t128, n, half + (w + n) * 128 + t128
+
         def send(rank, half, acc, bar):
             peer = rank ^ 1
-            for wg in range(2):
-                for t128 in range(128):
-                    a = acc[rank][wg][t128]
-                    for n in range(cfg.NS):
-                        w = 0 if mut("ks_slot_no_wg") else wg * NN // 2
-                        slot = half + (w + n) * 128 + t128
-                        log.access((peer, "x", xr, slot), True, rank, wg * 128 + t128)
-                        xs[peer][xr, slot] = tuple(a[4 * n:4 * n + 4])
-                        log.mbar_update(peer, bar, 0, -16)
+            for wg, t128, n, slot in slots(half):
+                log.access((peer, "x", xr, slot), True, rank, wg * 128 + t128)
+                xs[peer][xr, slot] = tuple(acc[rank][wg][t128][4 * n:4 * n + 4])
+                log.mbar_update(peer, bar, 0, -16)
+                if n == cfg.NS - 1:
                     log.access((peer, "full", bar), True, rank, wg * 128 + t128, atomic=True)
 
         def recv(rank, half, acc):
-            for wg in range(2):
-                for t128 in range(128):
-                    a = acc[rank][wg][t128]
-                    for n in range(cfg.NS):
-                        w = 0 if mut("ks_slot_no_wg") else wg * NN // 2
-                        slot = half + (w + n) * 128 + t128
-                        log.access((rank, "x", xr, slot), False, rank, wg * 128 + t128)
-                        x = xs[rank].get((xr, slot), nothing)
-                        for e in range(4):
-                            a[4 * n + e] += x[e]
+            for wg, t128, n, slot in slots(half):
+                log.access((rank, "x", xr, slot), False, rank, wg * 128 + t128)
+                x = xs[rank].get((xr, slot), nothing)
+                for e in range(4):
+                    acc[rank][wg][t128][4 * n + e] += x[e]
 
         kmine = {}  # the keep bits a block draws: its threads' row h = rank (bit 2 n + e)
         for rank in range(2):
