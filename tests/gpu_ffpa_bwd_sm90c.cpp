@@ -192,9 +192,10 @@ TEST_CASE("bwd90c: phase 1 by keys (ksplit = 1), one block or a cluster: every c
   if (!hopper()) return;
   for (int cl : {1, 2})
     for (Dtype dt : kTypes)
-      for (int D : {64, 72, 136, 200, 256, 320, 448, 512}) {
+      for (int D : {64, 72, 200, 320, 448, 512}) {
         const bwd90c::Config k = ksplit(cl);
         if (!bwd90c::check(k, D, 227 * 1024).ok()) continue;  // cluster = 1: D at most 320
+        if (dt == Dtype::fp16 && D != 320) continue;  // the dtype touches the loads and stores only
         for (int n : {1, 7, 127, 300}) expect_close(make(1, 2, 1, n, n, D, dt), k);
         expect_close(make(2, 2, 2, 77, 77, D, dt), k);   // B > 1
         expect_close(make(2, 2, 2, 45, 150, D, dt), k);  // cross
@@ -225,6 +226,7 @@ TEST_CASE("bwd90c: phase 1 by keys (ksplit = 1): dropout, bias with dBias, many 
       for (int D : {64, 320, 512}) {
         const bwd90c::Config k = ksplit(cl);
         if (!bwd90c::check(k, D, 227 * 1024).ok()) continue;
+        if (dt == Dtype::fp16 && D != 320) continue;
         Problem p = make(2, 2, 1, 60, 75, D, dt);
         p.dropout = 0.1;
         expect_close(p, k);
