@@ -17,8 +17,9 @@
 //   FFPA_BC      keys per cluster (key tile): 32 or 64
 //   FFPA_PANELS  64-column panels of each warpgroup's quarter per Q/dO cp.async group (divides NP)
 //   FFPA_DQBUF   dQ chunk accumulators: 1, or 2 (chunk c + 1 is issued before chunk c is reduced)
-//   FFPA_DQ_TILED DQ: dq_accum in fragment order by quarters of DQ columns (D padded to at most
-//                512), 0: row-major
+//   FFPA_DQ_TILED DQ: dq_accum in fragment order by parts of DQ columns (D padded to at most
+//                512; FFPA_DQ_PARTS of them: 4 quarters, or 2 halves with FFPA_CLUSTER = 1),
+//                0: row-major
 //   FFPA_DQLAG   1: the last dQ chunk of a query tile is computed and reduced while the next
 //                tile's cluster exchange is in flight (it hides the distributed shared memory
 //                transfer; needs two chunks a warpgroup), 0: every chunk in its own tile
@@ -80,11 +81,11 @@
 // exchange in the block; its threads compute P and dS of those keys for both of their rows
 // (h = 0, 1) and store them transposed. In a cluster each thread sends its whole S and dP
 // partials (16 values each) to the same thread of the other block, as many bytes as before,
-// into the same slots and on the same mbarriers (XBUF = 2: the buffers take turns as above,
-// with only the received half in use); dropout: block `rank` draws the keep bits of its
-// threads' row h = rank and the other row's come with the exchange. The price: every warpgroup
-// reads all of its block's Q and dO for m64n32 wgmmas in phase 1 (1.5 times the shared-memory
-// reads of m64n64 a flop).
+// into the same slots and on the same mbarriers (XBUF = 2: the buffers take turns as above, each
+// only ever holding received sums: no block exchange writes them); dropout: block `rank` draws the
+// keep bits of its threads' row h = rank and the other row's come with the exchange. The price:
+// every warpgroup reads all of its block's Q and dO for m64n32 wgmmas in phase 1 (1.5 times the
+// shared-memory reads of m64n64 a flop).
 //
 // FFPA_CLUSTER = 1 (FA3's split for a head dim whose dK and dV fit one block; with KSPLIT):
 // block x works on key tile x alone and holds all of D, warpgroup w the half [w DQ, (w + 1) DQ)
