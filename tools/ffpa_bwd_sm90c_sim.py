@@ -391,6 +391,16 @@ def keep(g):
 DSCALE = 2
 
 
+def pd_ds(p_, dmv, dl, kept):
+    """The kernel's Pd and dS of an element from P, dP and delta: with dropout (kept: the keep
+    bit; None without) Pd = P keep / (1 - p), dS = Pd dP - P delta; else Pd = P, dS = P (dP -
+    delta)."""
+    if kept is None:
+        return p_, p_ * (dmv - dl)
+    pd = p_ * DSCALE if kept else 0
+    return pd, pd * dmv - p_ * dl
+
+
 class Log:
     """Race and protocol check: accesses per location, each (write, block, thread, seq, sync,
     csync, sends, acq, atomic); the mbarriers; the happened-before knowledge of waits. A block's
@@ -725,7 +735,7 @@ def run_cluster(cfg, pr, j, raw_base):
             recv(rank, X2, dp)
         return keeps
 
-    def solo_pds(rank, tab, row_of, s, dp, dbias, keeps):
+    def ks_pds(rank, tab, row_of, s, dp, dbias, keeps):
         """KS: warpgroup wg's S and dP hold whole sums (CL = 2: after ks_exchange) for its keys
         [32 wg, + 32) and both rows h = 0, 1 of a thread (registers 4 n + 2 h + e); P, Pd, dS of
         each with the keep bits of row h (CL = 2: keeps, as exchanged), dBias by rank 0, then
@@ -752,16 +762,12 @@ def run_cluster(cfg, pr, j, raw_base):
                             reg = n * 4 + 2 * h + e
                             p_ = 0 if masked else pfun(s[rank][wg][t128][reg], l)
                             dmv = dp[rank][wg][t128][reg]
-                            if pr.dropout:
-                                if keeps is None:
-                                    kept = keep(pr.offset + erow + n * 8 + e)
-                                else:
-                                    kept = keeps[rank, wg * 128 + t128][h] >> (2 * n + e) & 1
-                                pd = p_ * DSCALE if kept else 0
-                                ds = pd * dmv - p_ * dl
-                                p_ = pd
-                            else:
-                                ds = p_ * (dmv - dl)
+                            kept = None
+                            if pr.dropout and keeps is None:
+                                kept = keep(pr.offset + erow + n * 8 + e)
+                            elif pr.dropout:
+                                kept = keeps[rank, wg * 128 + t128][h] >> (2 * n + e) & 1
+                            p_, ds = pd_ds(p_, dmv, dl, kept)
                             if (rank == 0 or mut("dbias_both")) and not kof >= kv_lim:
                                 dbias[key0 + kof] = dbias.get(key0 + kof, 0) + ds
                             pds[t128, n, h, e] = p_, ds
@@ -839,7 +845,7 @@ def run_cluster(cfg, pr, j, raw_base):
         if cfg.KS:
             keeps = ks_exchange(row_of, s, dp, xr, ks, bar_s, bar_d, parity) if NB == 2 else None
             for rank in range(NB):
-                solo_pds(rank, tables[(rank, par)], row_of, s, dp, dbias, keeps)
+                ks_pds(rank, tables[(rank, par)], row_of, s, dp, dbias, keeps)
         else:
             # (xbuf = 2: the last group's dP wgmmas are a commit group of their own, retired after
             # S's block exchange and sends; the same values)
@@ -1038,12 +1044,8 @@ def run_cluster(cfg, pr, j, raw_base):
                                 kof = n * 8 + e
                                 p_ = prs[rank * 2 + wg][t128][n][e]
                                 dmv = dm[rank * 2 + wg][t128][n][e]
-                                if pr.dropout:
-                                    pd = p_ * DSCALE if kbits >> (2 * n + e) & 1 else 0
-                                    ds = pd * dmv - p_ * dl
-                                    p_ = pd
-                                else:
-                                    ds = p_ * (dmv - dl)
+                                kept = kbits >> (2 * n + e) & 1 if pr.dropout else None
+                                p_, ds = pd_ds(p_, dmv, dl, kept)
                                 if (rank == 0 or mut("dbias_both")) and not kof >= kv_lim:
                                     dbias[key0 + kof] = dbias.get(key0 + kof, 0) + ds
                                 pds[wg, t128, n, e] = p_, ds
