@@ -22,9 +22,6 @@ constexpr int kRegisterOverhead = 48;
 int padded(int D) {
   return padded_d(D, 256);  // four quarters, each on whole 64-column panels of shared memory
 }
-int quarter_panels(int D) {
-  return padded(D) / 256;
-}
 // Columns of a warpgroup's quarter of D: bc = 64 keeps dK and dV key-major (N = the quarter, D
 // rounded up to 64); with 32 keys they are transposed (M = the quarter, D padded to 256).
 int quarter(int D, int bc) {
@@ -76,7 +73,7 @@ Config default_config(const Problem& pr) {
   // 64 keys where dK and dV fit in registers (D padded to 512); 32 up to 1024.
   c.bc = padded(D) <= 512 ? 64 : 32;
   // Two panels a group where they divide the quarter: fewer phase-1 barriers won on ffpa-bwd-sm90.
-  const int np = quarter_panels(D);
+  const int np = part_panels(c, D);
   c.panels = np % 2 ? 1 : 2;
   // Two exchange buffers where they fit beside the tiles of D padded to 768 (227 KB: Hopper).
   c.xbuf = padded(D) <= 768 ? 2 : 1;
@@ -135,7 +132,7 @@ Support check(const Config& c, int D, int smem_limit) {
                          s(part(c, D)) + " columns, would take " + s(2 * part(c, D)) +
                          " registers a thread)");
   }
-  if (c.dqlag == 1 && quarter_panels(D) < 2)
+  if (c.dqlag == 1 && part_panels(c, D) < 2)
     return Support::no(
         "dqlag=1 defers the last of a warpgroup's dQ chunks behind the next tile: "
         "it needs two chunks (D padded to 256 above 256)");
