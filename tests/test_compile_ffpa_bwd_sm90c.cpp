@@ -208,6 +208,16 @@ TEST_CASE("bwd90c configuration checks", "[bwd90c]") {
   CHECK_THAT(bwd90c::check(c, 512, smem).reason, Catch::Contains("needs xbuf=2"));
   for (int D = 8; D <= 1024; D += 8)
     CHECK(bwd90c::check(bwd90c::default_config(compile_problem(D)), D, smem).ok());
+  // The defaults follow the H200's measurements: one block up to D = 320 (all three panels of a
+  // half in a group), the cluster past it, phase 1 by keys in the cluster only with a bias.
+  const bwd90c::Config d320 = bwd90c::default_config(compile_problem(320));
+  CHECK((d320.cluster == 1 && d320.ksplit == 1 && d320.xbuf == 1 && d320.panels == 3));
+  const bwd90c::Config d384 = bwd90c::default_config(compile_problem(384));
+  CHECK((d384.cluster == 2 && d384.ksplit == 0 && d384.xbuf == 2));
+  Problem biased = compile_problem(512);
+  CHECK(bwd90c::default_config(biased).ksplit == 0);
+  biased.bias = BiasKind::key;
+  CHECK(bwd90c::default_config(biased).ksplit == 1);
 }
 
 TEST_CASE("variant ffpa-bwd-sm90c: grid file, support surface", "[bwd90c]") {

@@ -72,11 +72,26 @@ Config default_config(const Problem& pr) {
   Config c;
   // 64 keys where dK and dV fit in registers (D padded to 512); 32 up to 1024.
   c.bc = padded(D) <= 512 ? 64 : 32;
-  // Two panels a group where they divide the quarter: fewer phase-1 barriers won on ffpa-bwd-sm90.
+  // One block a key tile where it holds all of D: at D = 320 it took 37 % less time than the
+  // cluster on every row of configs/default.json (results/h200/2026-12-05/bwd-d320-1024).
+  if (c.bc == 64 && padded_d(D, 32) / 2 <= 160) {
+    c.cluster = 1;
+    c.ksplit = 1;
+  }
+  // Phase 1 by keys in the cluster won only with a bias at D = 512 (-2.7 % time; +2.4 to +4.6 %
+  // on the rows without one: results/h200/2026-12-05/bwd-default).
+  if (c.cluster == 2 && c.bc == 64 && pr.bias != BiasKind::none) c.ksplit = 1;
+  // In one block, a part's panels in one cp.async group (D = 320: 1-3 % less time than 1 a group),
+  // but with dropout, which was even with 1 a group and spills with causal masking and a full
+  // bias; in the cluster two a group where they divide (fewer phase-1 barriers won on
+  // ffpa-bwd-sm90).
   const int np = part_panels(c, D);
-  c.panels = np % 2 ? 1 : 2;
+  if (c.cluster == 1)
+    c.panels = pr.dropout > 0 ? 1 : np;
+  else
+    c.panels = np % 2 ? 1 : 2;
   // Two exchange buffers where they fit beside the tiles of D padded to 768 (227 KB: Hopper).
-  c.xbuf = padded(D) <= 768 ? 2 : 1;
+  c.xbuf = c.cluster == 2 && padded(D) <= 768 ? 2 : 1;
   // The last dQ chunk behind the next tile's exchange: on the H200 it won at D = 1024 (xbuf = 1:
   // +5 %) and was even with 0 at D = 320 and 512 (results/h200/2026-12-03g).
   c.dqlag = padded(D) > 768 ? 1 : 0;
