@@ -72,7 +72,7 @@ Config default_config(const Problem& pr) {
   Config c;
   // 64 keys where dK and dV fit in registers (D padded to 512); 32 up to 1024.
   c.bc = padded(D) <= 512 ? 64 : 32;
-  // One block a key tile where it holds all of D: at D = 320 it took 37 % less time than the
+  // One block a key tile where it holds all of D: at D = 320 it took 30-41 % less time than the
   // cluster on every row of configs/default.json (results/h200/2026-12-05/bwd-d320-1024).
   if (c.bc == 64 && padded_d(D, 32) / 2 <= 160) {
     c.cluster = 1;
