@@ -7,7 +7,9 @@
 #   tools/gpu-run.sh ab NAME ARGS...        alternated A/B: BENCH_BASE (a baseline ffpa-bench
 #                                            staged beside) and the staged one run ARGS in turn,
 #                                            AB_PAIRS times (default 2): NAME/base-I, NAME/new-I,
-#                                            and `compare` of each pair in NAME/compare-I.md
+#                                            and `compare` of each pair in NAME/compare-I.md; the
+#                                            baseline reads its grids from BASE_GRIDS_DIR
+#                                            (default $BIN/base-grids where staged)
 #   tools/gpu-run.sh ncu NAME KERNEL ARGS...    Nsight Compute (--set full) on the first launch
 #                                            of kernel KERNEL (a regex) in `ffpa-bench --profile
 #                                            ARGS`: NAME-details.txt (details page) and
@@ -75,13 +77,20 @@ while [ $# -gt 0 ]; do
       name=${args[0]}; args=("${args[@]:1}")
       base_bin=${BENCH_BASE:?ab needs BENCH_BASE: the baseline ffpa-bench binary}
       new_bin=${BENCH:-$BIN/ffpa-bench}
+      base_grids=${BASE_GRIDS_DIR:-}
+      if [ -z "$base_grids" ] && [ -d "$BIN/base-grids" ]; then
+        base_grids=$(cd "$BIN/base-grids" && pwd)
+      fi
       mkdir -p "$OUT/$name"
       for i in $(seq 1 "${AB_PAIRS:-2}"); do
         for side in base new; do
           bin=$new_bin; [ "$side" = base ] && bin=$base_bin
           echo "== $side-$i: $bin ${args[*]}"
-          run_bench "$bin" "$OUT/$name/$side-$i" "$OUT/$name/tuning-$side.json" \
-            "$OUT/$name/$side-$i" "${args[@]}" || rc=1
+          (
+            if [ "$side" = base ] && [ -n "$base_grids" ]; then export FFPA_GRIDS_DIR=$base_grids; fi
+            run_bench "$bin" "$OUT/$name/$side-$i" "$OUT/$name/tuning-$side.json" \
+              "$OUT/$name/$side-$i" "${args[@]}"
+          ) || rc=1
         done
         # The verdict is the reading, not the step's status: a slower NEW is a result too.
         "$new_bin" compare --threshold "${AB_THRESHOLD:-1}" "$OUT/$name/base-$i/"*_results.json \

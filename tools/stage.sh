@@ -6,8 +6,9 @@
 # there. Usage: tools/stage.sh [FFPA-BENCH ARGS...] [-- ARGS OF ANOTHER RUN ...]: the kernels of
 # every run (sets of arguments separated by --) go into the one cache.
 # STAGE_BASE=REV also stages REV's ffpa-bench as .stage/ffpa-bench-base, with its kernels of the
-# run in the same cache: the baseline of `tools/gpu-run.sh ab` (built in build-base/, a worktree
-# of its own, kept between stagings so that a new REV rebuilds only what changed).
+# run in the same cache and its own grids in .stage/base-grids (REV's knobs may differ): the
+# baseline of `tools/gpu-run.sh ab` (built in build-base/, a worktree of its own, kept between
+# stagings so that a new REV rebuilds only what changed).
 set -euo pipefail
 cd "$(dirname "$0")/.." || exit 2
 BUILD_DIR=build-dev FFPA_CUDA_ARCHS=90a tools/build.sh >/dev/null
@@ -24,6 +25,7 @@ if [ -n "${STAGE_BASE:-}" ]; then
   (cd build-base/src && BUILD_DIR=../build FFPA_CUDA_ARCHS=90a BUILD_TARGET=ffpa-bench \
     tools/build.sh >/dev/null)
   cp build-base/build/ffpa-bench .stage/ffpa-bench-base
+  cp -r build-base/src/configs/grids .stage/base-grids
 fi
 find build-dev/tests -maxdepth 1 -name "gpu_*" -type f -executable -exec cp {} .stage/ \;
 strip .stage/ffpa-bench* .stage/gpu_* 2>/dev/null || true
@@ -33,11 +35,14 @@ mkdir -p .stage/lib
 ldd .stage/ffpa-bench | awk '/=> \// {print $3}' |
   grep -v -E '/lib(c|m|stdc\+\+|gcc_s|pthread|dl|rt|cuda|cudnn[^/]*|nvrtc[^/]*|cublas[^/]*|cudart)\.so' |
   xargs -r cp -L -t .stage/lib/
-compile_run() {  # the kernels `ffpa-bench ARGS` would use, for each staged binary
-  for bench in build-dev/ffpa-bench ${STAGE_BASE:+.stage/ffpa-bench-base}; do
-    XDG_CACHE_HOME=$PWD/.stage/cache $bench "$@" --compile-only sm_90a \
+compile_run() {  # the kernels `ffpa-bench ARGS` would use, for each staged binary and its grids
+  XDG_CACHE_HOME=$PWD/.stage/cache build-dev/ffpa-bench "$@" --compile-only sm_90a \
+    --tuning-cache .stage/cache/no-tuning.json >/dev/null
+  if [ -n "${STAGE_BASE:-}" ]; then
+    FFPA_GRIDS_DIR=$PWD/.stage/base-grids XDG_CACHE_HOME=$PWD/.stage/cache \
+      .stage/ffpa-bench-base "$@" --compile-only sm_90a \
       --tuning-cache .stage/cache/no-tuning.json >/dev/null
-  done
+  fi
 }
 run_args=()
 for a in "$@"; do
