@@ -87,7 +87,9 @@ while [ $# -gt 0 ]; do
           bin=$new_bin; [ "$side" = base ] && bin=$base_bin
           echo "== $side-$i: $bin ${args[*]}"
           (
-            if [ "$side" = base ] && [ -n "$base_grids" ]; then export FFPA_GRIDS_DIR=$base_grids; fi
+            if [ "$side" = base ] && [ -n "$base_grids" ]; then
+              export FFPA_GRIDS_DIR=$base_grids
+            fi
             run_bench "$bin" "$OUT/$name/$side-$i" "$OUT/$name/tuning-$side.json" \
               "$OUT/$name/$side-$i" "${args[@]}"
           ) || rc=1
