@@ -2,7 +2,8 @@
 // docs/notes/microbench.md). The default case checks that the exchange kernel runs on clusters
 // and that an exchange takes time; "[bench]" prints cycles per exchange over payloads and
 // amounts of overlapping work, HBM streaming and L2 reduction rates. Needs an sm_90 GPU: elsewhere
-// every case warns and returns.
+// every case warns and returns. "[bench]" also times cuBLASLt on the GEMMs of a split backward
+// (docs/notes/ffpa_bwd_split.md).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "gpu/cuda.hpp"
 #include "gpu/nvrtc.hpp"
+#include "unfused/lt_gemm.hpp"
 
 using namespace ffpa;
 
@@ -226,4 +228,52 @@ TEST_CASE("microbench: cluster exchange cycles by payload and overlapping work",
       const Exchange e = run_exchange(nv, work, 2000, 1);
       std::printf("%-8.0f %-8d %-12.0f\n", nv * 4.0, work, e.median_cycles);
     }
+}
+
+namespace {
+
+// dV = Pd^T dO of a split backward (docs/notes/ffpa_bwd_split.md): per head, Pd [Nq, Nkv] and dO
+// [Nq, D] in bf16, dV [Nkv, D] in bf16 with fp32 accumulation; `heads` of them as one batched
+// GEMM (dK = scale dS^T Q has the same shape). TFLOPS of the best of `reps` timed runs.
+double split_gemm_tflops(int64_t n, int64_t d, int64_t heads, int reps) {
+  GemmDesc g;
+  g.M = n;
+  g.N = d;
+  g.K = n;
+  g.batch = heads;
+  g.trans_a = true;  // Pd is stored [K = Nq, M = Nkv]
+  g.lda = n;
+  g.ldb = d;
+  g.ldc = d;
+  g.stride_a = n * n;
+  g.stride_b = n * d;
+  g.stride_c = n * d;
+  gpu::DeviceBuffer a(static_cast<size_t>(heads * n * n) * 2),
+      b(static_cast<size_t>(heads * n * d) * 2), c(static_cast<size_t>(heads * n * d) * 2),
+      ws(kGemmWorkspaceBytes);
+  FFPA_CUDA(cudaMemset(a.get(), 0, a.bytes()));
+  FFPA_CUDA(cudaMemset(b.get(), 0, b.bytes()));
+  const GemmTuneArgs tune{a.get(), b.get(), c.get(), 1.f, 0.f};
+  const Gemm gemm(g, ws.get(), ws.bytes(), &tune);
+  double best = 1e30;
+  for (int r = 0; r <= reps; ++r) {
+    gpu::Event start, stop;
+    FFPA_CUDA(cudaEventRecord(start.get()));
+    gemm.run(a.get(), b.get(), c.get(), 1.f, 0.f, nullptr);
+    FFPA_CUDA(cudaEventRecord(stop.get()));
+    FFPA_CUDA(cudaEventSynchronize(stop.get()));
+    if (r > 0) best = std::min(best, static_cast<double>(stop.since(start)));
+  }
+  return 2.0 * heads * n * n * d / (best * 1e-3) / 1e12;
+}
+
+}  // namespace
+
+TEST_CASE("microbench: cuBLASLt GEMMs of a split backward (dV = Pd^T dO), TFLOPS", "[.][bench]") {
+  if (!hopper()) return;
+  std::printf("%-6s %-6s %-6s %-8s\n", "N", "D", "heads", "TFLOPS");
+  for (int64_t d : {320, 512, 1024})
+    for (int64_t heads : {1, 8})
+      std::printf("%-6d %-6d %-6d %-8.0f\n", 8192, static_cast<int>(d), static_cast<int>(heads),
+                  split_gemm_tflops(8192, d, heads, 5));
 }
