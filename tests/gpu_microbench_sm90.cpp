@@ -62,6 +62,22 @@ Exchange run_exchange(int nv, int work, int iters, int red = 0) {
   return {static_cast<double>(h[h.size() / 2]), h.front(), h.back()};
 }
 
+// Milliseconds of the fastest of `reps` runs of `launch` on the default stream, timed with events
+// (a first run warms up).
+template <class F>
+double best_ms(int reps, F&& launch) {
+  double best = 1e30;
+  for (int r = 0; r <= reps; ++r) {
+    gpu::Event start, stop;
+    FFPA_CUDA(cudaEventRecord(start.get()));
+    launch();
+    FFPA_CUDA(cudaEventRecord(stop.get()));
+    FFPA_CUDA(cudaEventSynchronize(stop.get()));
+    if (r > 0) best = std::min(best, static_cast<double>(stop.since(start)));
+  }
+  return best;
+}
+
 // HBM streaming (mb_stream_kernel): GB/s of `mode` (0 read, 1 write, 2 copy) over `bytes`,
 // the best of `reps` launches timed with events (the first launch warms up).
 double run_stream(int mode, size_t bytes, int reps) {
@@ -76,18 +92,12 @@ double run_stream(int mode, size_t bytes, int reps) {
   long long n = static_cast<long long>(bytes / 16);
   float* k = sink.as<float>();
   void* args[] = {&s, &d, &n, &mode, &k};
-  double best = 1e30;
-  for (int r = 0; r <= reps; ++r) {
-    gpu::Event start, stop;
-    FFPA_CUDA(cudaEventRecord(start.get()));
+  const double ms = best_ms(reps, [&] {
     FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(blocks), dim3(threads), args,
                                0, nullptr));
-    FFPA_CUDA(cudaEventRecord(stop.get()));
-    FFPA_CUDA(cudaEventSynchronize(stop.get()));
-    if (r > 0) best = std::min(best, static_cast<double>(stop.since(start)));
-  }
+  });
   // Bytes moved: n float4 in every mode (copy: n / 2 read and n / 2 written).
-  return static_cast<double>(n) * 16 / (best * 1e-3) / 1e9;
+  return static_cast<double>(n) * 16 / (ms * 1e-3) / 1e9;
 }
 
 struct Reduce {
@@ -140,6 +150,33 @@ Reduce run_reduce(const ReduceKernel& k, int mode, int chunk, int tiles, int ite
   std::sort(h.begin(), h.end());
   const double bytes = static_cast<double>(blocks) * iters * kReduceTile;
   return {bytes / (best * 1e-3) / 1e9, kReduceTile / static_cast<double>(h[h.size() / 2])};
+}
+
+// dV = Pd^T dO of a split backward (docs/notes/ffpa_bwd_split.md): per head, Pd [Nq, Nkv] and dO
+// [Nq, D] in bf16, dV [Nkv, D] in bf16 with fp32 accumulation; `heads` of them as one batched
+// GEMM (dK = scale dS^T Q has the same shape). TFLOPS of the best of `reps` timed runs.
+double split_gemm_tflops(int64_t n, int64_t d, int64_t heads, int reps) {
+  GemmDesc g;
+  g.M = n;
+  g.N = d;
+  g.K = n;
+  g.batch = heads;
+  g.trans_a = true;  // Pd is stored [K = Nq, M = Nkv]
+  g.lda = n;
+  g.ldb = d;
+  g.ldc = d;
+  g.stride_a = n * n;
+  g.stride_b = n * d;
+  g.stride_c = n * d;
+  gpu::DeviceBuffer a(static_cast<size_t>(heads * n * n) * 2),
+      b(static_cast<size_t>(heads * n * d) * 2), c(static_cast<size_t>(heads * n * d) * 2),
+      ws(kGemmWorkspaceBytes);
+  FFPA_CUDA(cudaMemset(a.get(), 0, a.bytes()));
+  FFPA_CUDA(cudaMemset(b.get(), 0, b.bytes()));
+  const GemmTuneArgs tune{a.get(), b.get(), c.get(), 1.f, 0.f};
+  const Gemm gemm(g, ws.get(), ws.bytes(), &tune);
+  const double ms = best_ms(reps, [&] { gemm.run(a.get(), b.get(), c.get(), 1.f, 0.f, nullptr); });
+  return 2.0 * heads * n * n * d / (ms * 1e-3) / 1e12;
 }
 
 }  // namespace
@@ -229,45 +266,6 @@ TEST_CASE("microbench: cluster exchange cycles by payload and overlapping work",
       std::printf("%-8.0f %-8d %-12.0f\n", nv * 4.0, work, e.median_cycles);
     }
 }
-
-namespace {
-
-// dV = Pd^T dO of a split backward (docs/notes/ffpa_bwd_split.md): per head, Pd [Nq, Nkv] and dO
-// [Nq, D] in bf16, dV [Nkv, D] in bf16 with fp32 accumulation; `heads` of them as one batched
-// GEMM (dK = scale dS^T Q has the same shape). TFLOPS of the best of `reps` timed runs.
-double split_gemm_tflops(int64_t n, int64_t d, int64_t heads, int reps) {
-  GemmDesc g;
-  g.M = n;
-  g.N = d;
-  g.K = n;
-  g.batch = heads;
-  g.trans_a = true;  // Pd is stored [K = Nq, M = Nkv]
-  g.lda = n;
-  g.ldb = d;
-  g.ldc = d;
-  g.stride_a = n * n;
-  g.stride_b = n * d;
-  g.stride_c = n * d;
-  gpu::DeviceBuffer a(static_cast<size_t>(heads * n * n) * 2),
-      b(static_cast<size_t>(heads * n * d) * 2), c(static_cast<size_t>(heads * n * d) * 2),
-      ws(kGemmWorkspaceBytes);
-  FFPA_CUDA(cudaMemset(a.get(), 0, a.bytes()));
-  FFPA_CUDA(cudaMemset(b.get(), 0, b.bytes()));
-  const GemmTuneArgs tune{a.get(), b.get(), c.get(), 1.f, 0.f};
-  const Gemm gemm(g, ws.get(), ws.bytes(), &tune);
-  double best = 1e30;
-  for (int r = 0; r <= reps; ++r) {
-    gpu::Event start, stop;
-    FFPA_CUDA(cudaEventRecord(start.get()));
-    gemm.run(a.get(), b.get(), c.get(), 1.f, 0.f, nullptr);
-    FFPA_CUDA(cudaEventRecord(stop.get()));
-    FFPA_CUDA(cudaEventSynchronize(stop.get()));
-    if (r > 0) best = std::min(best, static_cast<double>(stop.since(start)));
-  }
-  return 2.0 * heads * n * n * d / (best * 1e-3) / 1e12;
-}
-
-}  // namespace
 
 TEST_CASE("microbench: cuBLASLt GEMMs of a split backward (dV = Pd^T dO), TFLOPS", "[.][bench]") {
   if (!hopper()) return;
