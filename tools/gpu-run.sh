@@ -22,7 +22,10 @@
 # Benches share the tuning cache $OUT/tuning.json, seeded from .stage/tuning.json when present.
 # BENCH_TIMEOUT (seconds) stops a bench early with BENCH_SIGNAL (default TERM; INT is Ctrl-C): its
 # finished rows and its tuning cache are kept. BENCH names another ffpa-bench binary (an experiment
-# build staged beside the normal one).
+# build staged beside the normal one). BUDGET (seconds) bounds the whole chain, for a machine lent
+# by the call: each step's bench and test timeouts are cut to what is left, and a step that would
+# start with less than 15 s left is skipped with a line that says so (the exit status is then 1).
+# The binaries come packed ($BIN/bins.tar.xz, tools/stage.sh) and are unpacked first.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 BIN=${BIN:-.stage}
@@ -32,6 +35,9 @@ cudnn_lib=$(python3 -c "import nvidia.cudnn as m; print(m.__path__[0])" 2>/dev/n
 export LD_LIBRARY_PATH="$cudnn_lib:$PWD/$BIN/lib:${LD_LIBRARY_PATH:-}"
 export XDG_CACHE_HOME=${XDG_CACHE_HOME:-$PWD/.cache}
 mkdir -p "$XDG_CACHE_HOME"
+if [ -f "$BIN/bins.tar.xz" ]; then
+  tar -xJf "$BIN/bins.tar.xz" -C "$BIN" && rm -f "$BIN/bins.tar.xz"
+fi
 [ -f "$BIN/cubins.tar.xz" ] && tar -xJf "$BIN/cubins.tar.xz" -C "$XDG_CACHE_HOME"
 [ -f "$BIN/tuning.json" ] && cp "$BIN/tuning.json" "$OUT/tuning.json"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
@@ -44,12 +50,26 @@ run_bench() {
   timeout -s "${BENCH_SIGNAL:-TERM}" "${BENCH_TIMEOUT:-3600}" "$bin" "$@" --out "$out" \
     --tuning-cache "$cache" >"$logs.stdout" 2>"$logs.log"
 }
+# Under BUDGET: cuts BENCH_TIMEOUT and TEST_TIMEOUT to the seconds left; fails (says what it
+# skips: WHAT) when fewer than 15 are left.
+start=$SECONDS
+within_budget() {
+  [ -n "${BUDGET:-}" ] || return 0
+  local left=$((BUDGET - (SECONDS - start)))
+  if [ "$left" -lt 15 ]; then
+    echo "== skipped: $* (budget spent: ${left} s left)"
+    return 1
+  fi
+  BENCH_TIMEOUT=$((${BENCH_TIMEOUT:-3600} < left ? ${BENCH_TIMEOUT:-3600} : left))
+  TEST_TIMEOUT=$((${TEST_TIMEOUT:-300} < left ? ${TEST_TIMEOUT:-300} : left))
+}
 rc=0
 while [ $# -gt 0 ]; do
   step=$1; shift
   args=()
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do args+=("$1"); shift; done
   [ $# -gt 0 ] && shift
+  within_budget "$step ${args[*]}" || { rc=1; continue; }
   case $step in
     tests)
       which=${args[0]:-all}; filter=("${args[@]:1}")
@@ -85,6 +105,7 @@ while [ $# -gt 0 ]; do
       for i in $(seq 1 "${AB_PAIRS:-2}"); do
         for side in base new; do
           bin=$new_bin; [ "$side" = base ] && bin=$base_bin
+          within_budget "$side-$i" || { rc=1; continue; }
           echo "== $side-$i: $bin ${args[*]}"
           (
             if [ "$side" = base ] && [ -n "$base_grids" ]; then

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Stages a build for a GPU machine: builds for sm_90a (H100/H200, one arch to stay small) into
 # build-dev/, compiles the kernels a run will need into a cubin cache (ARGS: the ffpa-bench
-# arguments of that run; none: the default matrix), and copies the binaries and the packed cache
-# into .stage/ (git-ignored). Copy the tree with .stage/ to the GPU machine and run tools/gpu-run.sh
+# arguments of that run; none: the default matrix), and packs the binaries (bins.tar.xz) and the
+# cache (cubins.tar.xz) into .stage/ (git-ignored). STAGE_TESTS: the GPU test binaries to take, a
+# comma list of names without gpu_ (default all; none: no test binary), to stay under a transfer
+# limit. Copy the tree with .stage/ to the GPU machine and run tools/gpu-run.sh
 # there. Usage: tools/stage.sh [FFPA-BENCH ARGS...] [-- ARGS OF ANOTHER RUN ...]: the kernels of
 # every run (sets of arguments separated by --) go into the one cache.
 # STAGE_BASE=REV also stages REV's ffpa-bench as .stage/ffpa-bench-base, with its kernels of the
@@ -27,7 +29,14 @@ if [ -n "${STAGE_BASE:-}" ]; then
   cp build-base/build/ffpa-bench .stage/ffpa-bench-base
   cp -r build-base/src/configs/grids .stage/base-grids
 fi
-find build-dev/tests -maxdepth 1 -name "gpu_*" -type f -executable -exec cp {} .stage/ \;
+for t in build-dev/tests/gpu_*; do
+  [ -f "$t" ] && [ -x "$t" ] || continue
+  case ${STAGE_TESTS:-all} in
+    all) ;;
+    *) [[ ",$STAGE_TESTS," == *",${t##*/gpu_},"* ]] || continue ;;
+  esac
+  cp "$t" .stage/
+done
 strip .stage/ffpa-bench* .stage/gpu_* 2>/dev/null || true
 # The GPU machine has the CUDA toolkit and cuDNN but not every library we link (Cairo for the
 # charts): carry the rest; tools/gpu-run.sh puts .stage/lib on the library path.
@@ -55,6 +64,8 @@ for a in "$@"; do
 done
 compile_run "${run_args[@]}"
 rm -f .stage/cache/no-tuning.json
-# Cubins compress ~10x: the transfer to the GPU machine is limited to tens of MiB.
+# Cubins compress ~10x, binaries ~3x: the transfer to the GPU machine is limited to tens of MiB.
 tar -cJf .stage/cubins.tar.xz -C .stage/cache ffpa-bench && rm -rf .stage/cache
+(cd .stage && shopt -s nullglob && bins=(ffpa-bench* gpu_* lib) &&
+  tar -cJf bins.tar.xz "${bins[@]}" && rm -rf "${bins[@]}")
 du -sh .stage
