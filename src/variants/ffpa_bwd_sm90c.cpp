@@ -27,10 +27,17 @@ int padded(int D) {
 int quarter(int D, int bc) {
   return padded_d(D, bc == 64 ? 64 : 256) / 4;
 }
-// Columns of a warpgroup's part of D: a quarter, or with cluster = 1 a half (D rounded up to 32:
-// a whole k16 step of phase 1 in each half).
+// Columns of a warpgroup's half of D with cluster = 1 (D rounded up to 32: a whole k16 step of
+// phase 1 in each half).
+int half(int D) {
+  return padded_d(D, 32) / 2;
+}
+// The widest half one block holds: dK and dV of 64 keys take 2 x 160 x 64 / 128 = 160
+// accumulator registers a thread at D = 320; past it ptxas spills.
+constexpr int kMaxHalf = 160;
+// Columns of a warpgroup's part of D: a quarter, or with cluster = 1 a half.
 int part(const Config& c, int D) {
-  return c.cluster == 1 ? padded_d(D, 32) / 2 : quarter(D, c.bc);
+  return c.cluster == 1 ? half(D) : quarter(D, c.bc);
 }
 // 64-column panels of a part in shared memory (each part starts on a panel of its own).
 int part_panels(const Config& c, int D) {
@@ -74,7 +81,7 @@ Config default_config(const Problem& pr) {
   c.bc = padded(D) <= 512 ? 64 : 32;
   // One block a key tile where it holds all of D: at D = 320 it took 30-41 % less time than the
   // cluster on every row of configs/default.json (results/h200/2026-12-05/bwd-d320-1024).
-  if (c.bc == 64 && padded_d(D, 32) / 2 <= 160) {
+  if (c.bc == 64 && half(D) <= kMaxHalf) {
     c.cluster = 1;
     c.ksplit = 1;
   }
@@ -141,8 +148,7 @@ Support check(const Config& c, int D, int smem_limit) {
     if (c.ksplit != 1) return Support::no("cluster=1 splits phase 1 by keys: ksplit must be 1");
     if (c.xbuf != 1)
       return Support::no("cluster=1 exchanges nothing: xbuf=2 would be the same kernel as 1");
-    // 2 x 160 x 64 / 128 = 160 accumulator registers at D = 320; past it ptxas spills.
-    if (part(c, D) > 160)
+    if (part(c, D) > kMaxHalf)
       return Support::no("cluster=1 needs D at most 320 (dK and dV of 64 keys and half of D, " +
                          s(part(c, D)) + " columns, would take " + s(2 * part(c, D)) +
                          " registers a thread)");
