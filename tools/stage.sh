@@ -44,14 +44,16 @@ mkdir -p .stage/lib
 ldd .stage/ffpa-bench | awk '/=> \// {print $3}' |
   grep -v -E '/lib(c|m|stdc\+\+|gcc_s|pthread|dl|rt|cuda|cudnn[^/]*|nvrtc[^/]*|cublas[^/]*|cudart)\.so' |
   xargs -r cp -L -t .stage/lib/
-compile_run() {  # the kernels `ffpa-bench ARGS` would use, for each staged binary and its grids
-  XDG_CACHE_HOME=$PWD/.stage/cache build-dev/ffpa-bench "$@" --compile-only sm_90a \
+compile_with() {  # BINARY ARGS: the kernels `BINARY ARGS` would use, into the staged cache
+  local bench=$1
+  shift
+  XDG_CACHE_HOME=$PWD/.stage/cache $bench "$@" --compile-only sm_90a \
     --tuning-cache .stage/cache/no-tuning.json >/dev/null
-  if [ -n "${STAGE_BASE:-}" ]; then
-    FFPA_GRIDS_DIR=$PWD/.stage/base-grids XDG_CACHE_HOME=$PWD/.stage/cache \
-      .stage/ffpa-bench-base "$@" --compile-only sm_90a \
-      --tuning-cache .stage/cache/no-tuning.json >/dev/null
-  fi
+}
+compile_run() {  # for each staged binary, with its grids
+  compile_with build-dev/ffpa-bench "$@"
+  [ -z "${STAGE_BASE:-}" ] ||
+    FFPA_GRIDS_DIR=$PWD/.stage/base-grids compile_with .stage/ffpa-bench-base "$@"
 }
 run_args=()
 for a in "$@"; do
