@@ -96,6 +96,10 @@ constexpr int OFF_P = LAYOUT.p;
 constexpr int OFF_STATS = LAYOUT.stats;
 constexpr int OFF_ROWS = LAYOUT.rows;
 constexpr int OFF_DROP = LAYOUT.drop;
+constexpr int OFF_UNIT = LAYOUT.unit;
+// Whether the last wave's units may run as pieces (a key range each): never with causal masking
+// (units differ in work) or a cluster (its CTAs share the key stream).
+constexpr bool PIECES = !FFPA_CAUSAL && CL == 1;
 constexpr int OFF_BARS = LAYOUT.bars;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
@@ -196,31 +200,33 @@ __device__ __forceinline__ void produce(const Ring& ring, const FfpaTmaDesc& map
 // need more than the producer's 24 registers at D > 896.
 template <int C>
 __device__ __forceinline__ void produce_ring(const FfpaTmaDesc& tk, const FfpaTmaDesc& tv,
-                                             const Ring& ring, int npairs, int kvh, int b, u32 rank,
-                                             int split) {
+                                             const Ring& ring, int jb, int npairs, int kvh, int b,
+                                             u32 rank, int split) {
   const int v0 = split * NPO + (C == 0 ? 0 : NP0);  // the consumer's V panels
   int seq = 0;
   if constexpr (LEADS<C>) {
 #pragma unroll 1
     for (int t = 0; t < npairs; ++t) {
 #pragma unroll 1
-      for (int q = 0; q < NP; ++q) produce(ring, tk, seq++, 2 * t, q, kvh, b, rank);
+      for (int q = 0; q < NP; ++q) produce(ring, tk, seq++, jb + 2 * t, q, kvh, b, rank);
 #pragma unroll 1
       for (int i = t > 0 ? -1 : 0; i < 1; ++i)
 #pragma unroll 1
-        for (int k = 0; k < NP0; ++k) produce(ring, tv, seq++, 2 * t + i, v0 + k, kvh, b, rank);
+        for (int k = 0; k < NP0; ++k)
+          produce(ring, tv, seq++, jb + 2 * t + i, v0 + k, kvh, b, rank);
     }
 #pragma unroll 1
     for (int k = 0; k < (npairs > 0 ? NP0 : 0); ++k)
-      produce(ring, tv, seq++, 2 * npairs - 1, v0 + k, kvh, b, rank);
+      produce(ring, tv, seq++, jb + 2 * npairs - 1, v0 + k, kvh, b, rank);
   } else {
     for (int t = 0; t < npairs; ++t) {
 #pragma unroll 1
-      for (int q = 0; q < NP; ++q) produce(ring, tk, seq++, 2 * t + C, q, kvh, b, rank);
+      for (int q = 0; q < NP; ++q) produce(ring, tk, seq++, jb + 2 * t + C, q, kvh, b, rank);
 #pragma unroll 1
       for (int i = 0; i < 2; ++i)
 #pragma unroll 1
-        for (int k = 0; k < NPC<C>; ++k) produce(ring, tv, seq++, 2 * t + i, v0 + k, kvh, b, rank);
+        for (int k = 0; k < NPC<C>; ++k)
+          produce(ring, tv, seq++, jb + 2 * t + i, v0 + k, kvh, b, rank);
     }
   }
 }
@@ -283,14 +289,23 @@ __device__ __forceinline__ void retire_pv(const Ring& ring, int t, int i, int np
   for (int k = 0; k < NPC<C>; ++k) release(ring, seq_v<C>(t, i, k, npairs), lane);
 }
 
-// One consumer warpgroup (C = 0 or 1) over all pairs, then its part of the epilogue.
+// The CTA's unit in shared memory, sunit[U_...] (consume reads it where it uses it).
+enum : int { U_M0, U_KVH, U_B, U_SPLIT, U_JB, U_SLOT };
+__device__ __forceinline__ int first_block(const int* sunit) {  // of the CTA's key range
+  return PIECES ? sunit[U_JB] : 0;
+}
+
+// One consumer warpgroup (C = 0 or 1) over its pairs (key blocks jb + 2 t + C), then its part of
+// the epilogue: O and the LSE, or for a piece of a tail unit (slot >= 0) its partial O and LSE.
+// The unit (m0, kvh, b, split, jb, slot) is read from shared memory where used: held in
+// registers through the pair loop, it made ptxas spill (a grid of blockIdx.y = kvh and
+// blockIdx.z = b cost none: the special registers are read again). Plain loads: volatile ones
+// pinned the bias offset's and spilled too.
 template <int C>
 __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, float* sstat,
-                                        const int* srow, const DropParams* sdrop, int npairs,
-                                        int m0, int kvh, int b, int rows_total, int r_lo, int diag,
-                                        int split) {
-  constexpr int NO = NPC<C>;                        // O panels of this consumer
-  const int P0 = split * NPO + (C == 0 ? 0 : NP0);  // the first of them
+                                        const int* srow, const DropParams* sdrop, const int* sunit,
+                                        int npairs, int rows_total, int r_lo, int diag) {
+  constexpr int NO = NPC<C>;  // O panels of this consumer
   const Ring ring = ring_of<C>(sQ);
   const int t128 = threadIdx.x & 127, lane = t128 & 31, wq = t128 >> 5;
   float* smax = sstat;           // [2][BR]: the running maximum each consumer published
@@ -337,7 +352,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
   auto pos = [&](int key0) {  // this thread's stream position at key0
     const int drow = wq * 16 + (lane >> 2) + (lane & 1) * 8;
     return p.dropout_offset +
-           (((unsigned long long)b * p.Hq + srow[BR + drow]) * p.Nq + srow[drow]) *
+           (((unsigned long long)sunit[U_B] * p.Hq + srow[BR + drow]) * p.Nq + srow[drow]) *
                (unsigned long long)p.Nkv +
            key0 - (lane & 1) * 2;
   };
@@ -347,7 +362,8 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
   u32 keep = 0;  // AHEAD: block 2t + C's, drawn under the PV groups of the pair before
   // The first block's once, rolled: one Philox block of code (fetch stalls cost the dropout row).
   if (AHEAD && npairs > 0)
-    keep = dropout_keep_bits<8, 1>(sdrop->seed, pos(C * BC + (lane & 3) * 2), sdrop->kmin, lane);
+    keep = dropout_keep_bits<8, 1>(sdrop->seed, pos((first_block(sunit) + C) * BC + (lane & 3) * 2),
+                                   sdrop->kmin, lane);
 #endif
 
   // Consumer 0 in the seesaw: consumer 1's maximum (rarely above this one's) and P_1 of pair
@@ -376,7 +392,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
   };
 
   for (int t = 0; t < npairs; ++t) {
-    const int j = 2 * t + C;  // this consumer's key block
+    const int j = first_block(sunit) + 2 * t + C;  // this consumer's key block
 
     // S = Q K_j^T: one group per K panel; a panel's slot is released once the group that read
     // it retired (wait<1> after the next group is committed).
@@ -424,8 +440,9 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       int lim = kv_lim;
       if (FFPA_CAUSAL) lim = min(lim, srow[row] + diag - key0 + 1);
 #if FFPA_BIAS
-      const long long boff = b * p.bias_batch_stride + srow[BR + row] * p.bias_head_stride +
-                             srow[row] * p.bias_row_stride + key0;
+      const long long boff = sunit[U_B] * p.bias_batch_stride +
+                             srow[BR + row] * p.bias_head_stride + srow[row] * p.bias_row_stride +
+                             key0;
 #endif
       float v = NEG_INF;
 #pragma unroll
@@ -600,14 +617,32 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = wq * 16 + (lane >> 2) + h * 8;
-    const int i = m0 + row;
+    const int i = sunit[U_M0] + row;
     if (i >= rows_total) continue;
     const float l = lsum[h] + ssum[(1 - C) * BR + row];
     const float inv = l > 0.f ? p.dropout_scale / l : 0.f;
-    const int hq = kvh * p.group + i / p.Nq, r = i % p.Nq;
-    if (C == 0 && split == 0 && (lane & 3) == 0)
-      p.lse[((long long)b * p.Hq + hq) * p.Nq + r] =
-          l > 0.f ? (m_run[h] + __log2f(l)) * LN2 : NEG_INF;
+    const float lse = l > 0.f ? (m_run[h] + __log2f(l)) * LN2 : NEG_INF;
+    const int slot = PIECES ? sunit[U_SLOT] : -1;
+    const int split = SPLIT == 1 ? 0 : sunit[U_SPLIT];
+    const int P0 = split * NPO + (C == 0 ? 0 : NP0);  // the first O panel of this consumer
+    if (slot >= 0) {
+      // A piece: its O (normalized over its own keys) and LSE in fp32, for the merge.
+      const long long prow = (long long)slot * BR + row;
+      if (C == 0 && (lane & 3) == 0) p.lse_partial[prow] = lse;
+#pragma unroll
+      for (int c = 0; c < NO; ++c)
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          const int col = (P0 + c) * 64 + n * 8 + (lane & 3) * 2;
+          if (col < D)
+            *reinterpret_cast<float2*>(p.o_partial + prow * D + col) =
+                make_float2(o[c][n][h * 2] * inv, o[c][n][h * 2 + 1] * inv);
+        }
+      continue;
+    }
+    const int b = sunit[U_B], hq = sunit[U_KVH] * p.group + i / p.Nq;
+    const int r = i % p.Nq;
+    if (C == 0 && split == 0 && (lane & 3) == 0) p.lse[((long long)b * p.Hq + hq) * p.Nq + r] = lse;
     u16* orow =
         static_cast<u16*>(p.o) + b * p.o_batch_stride + hq * p.o_head_stride + r * p.o_row_stride;
 #pragma unroll
@@ -620,6 +655,19 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
               pack2(o[c][n][h * 2] * inv, o[c][n][h * 2 + 1] * inv);
       }
   }
+}
+
+// A unit of work: a query block (and share of O's columns) of a kv head and batch. Units go
+// x-fastest in blockIdx.x: the CTAs of a query block, and those of a cluster, are neighbours
+// (they read the same K/V panels from L2 together); heaviest causal blocks first.
+struct Unit {
+  int m0, kvh, b, split;
+};
+__device__ __forceinline__ Unit unit_of(const FfpaFwdParams& p, long long u) {
+  const int blocks = ((p.group * p.Nq + BR - 1) / BR + CL - 1) / CL * CL;  // whole clusters
+  const long long x = u % (blocks * SPLIT), hb = u / (blocks * SPLIT);
+  return {(blocks - 1 - (int)(x / SPLIT)) * BR, (int)(hb % p.Hkv), (int)(hb / p.Hkv),
+          (int)(x % SPLIT)};
 }
 
 }  // namespace ffpa_fwd90ws
@@ -637,21 +685,31 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
   float* sstat = reinterpret_cast<float*>(smem + OFF_STATS);
   int* srow = reinterpret_cast<int*>(smem + OFF_ROWS);
   DropParams* sdrop = reinterpret_cast<DropParams*>(smem + OFF_DROP);
+  int* sunit = reinterpret_cast<int*>(smem + OFF_UNIT);
 
   const int tid = threadIdx.x;
   const int wg = tid >> 7;
   const int rows_total = p.group * p.Nq;
-  // The CTAs of a query block are neighbours (they read the same K/V panels from L2 together);
-  // heaviest causal blocks first.
-  const int split = SPLIT == 1 ? 0 : blockIdx.x % SPLIT;
-  const int m0 = (gridDim.x / SPLIT - 1 - blockIdx.x / SPLIT) * BR;
-  const int kvh = blockIdx.y;
-  const int b = blockIdx.z;
+  // The units from p.split_from on (the last wave's, when it would leave most SMs idle) run as
+  // p.num_splits pieces each, a range of key-block pairs a piece whose partial O and LSE
+  // ffpa_fwd_sm90ws_merge_kernel combines; never with causal masking or a cluster (the host
+  // plans none there).
+  const long long cta = blockIdx.x;
+  const bool piece = PIECES && cta >= p.split_from;
+  const int slot = piece ? (int)(cta - p.split_from) : -1;  // the piece's partial rows
+  const Unit w = unit_of(p, piece ? p.split_from + slot / p.num_splits : cta);
+  const int m0 = w.m0, kvh = w.kvh, b = w.b, split = w.split;
   const u32 rank = CL == 1 ? 0u : cluster_rank();
   // Every CTA of a cluster walks the same key blocks (the ring is shared): without causal
   // masking they all see every key.
   const auto [r_lo, diag, ntile] = block_span<BR, BC>(p, m0, rows_total);
-  const int npairs = (ntile + 1) / 2;  // an odd count ends with a block masked out entirely
+  int npairs = (ntile + 1) / 2;  // an odd count ends with a block masked out entirely
+  int jb = 0;                    // the first key block
+  if (piece) {
+    const int k = slot % p.num_splits, all = npairs;
+    jb = 2 * (k * all / p.num_splits);
+    npairs = (k + 1) * all / p.num_splits - jb / 2;
+  }
 
   if (tid == 0) {
     for (int c = 0; c < 2; ++c) {
@@ -674,9 +732,9 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
     if (tid == 0) {
       tma_prefetch_desc(tk);
       tma_prefetch_desc(tv);
-      produce_ring<0>(tk, tv, ring_of<0>(sQ), npairs, kvh, b, rank, split);
+      produce_ring<0>(tk, tv, ring_of<0>(sQ), jb, npairs, kvh, b, rank, split);
     } else if (tid == 32) {
-      produce_ring<1>(tk, tv, ring_of<1>(sQ), npairs, kvh, b, rank, split);
+      produce_ring<1>(tk, tv, ring_of<1>(sQ), jb, npairs, kvh, b, rank, split);
     }
     __syncwarp();
   } else {
@@ -688,7 +746,11 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
       srow[t128] = i % p.Nq;
       srow[BR + t128] = kvh * p.group + i / p.Nq;
     }
-    if (tid == 128) *sdrop = {p.dropout_seed, p.dropout_keep_min};
+    if (tid == 128) {
+      *sdrop = {p.dropout_seed, p.dropout_keep_min};
+      sunit[U_M0] = m0, sunit[U_KVH] = kvh, sunit[U_B] = b, sunit[U_SPLIT] = split;
+      sunit[U_JB] = jb, sunit[U_SLOT] = slot;
+    }
     {
       const u16* qb = static_cast<const u16*>(p.q) + b * p.q_batch_stride;
       for (int idx = tid - 128; idx < BR * DP / 8; idx += 256)
@@ -704,12 +766,47 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
     // holds P_0 through its softmax) spilled more.
     if (wg == 1) {
       regs_inc<240>();
-      consume<0>(p, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag, split);
+      consume<0>(p, sQ, sP, sstat, srow, sdrop, sunit, npairs, rows_total, r_lo, diag);
     } else {
       regs_inc<240>();
-      consume<1>(p, sQ, sP, sstat, srow, sdrop, npairs, m0, kvh, b, rows_total, r_lo, diag, split);
+      consume<1>(p, sQ, sP, sstat, srow, sdrop, sunit, npairs, rows_total, r_lo, diag);
     }
   }
   // A CTA leaves only when its cluster partner no longer arrives on its barriers.
   if (CL > 1) cluster_sync();
+}
+
+// The tail's pieces merged (launched after the forward, chained by programmatic dependent
+// launch): a CTA per (tail unit, query row); lse = log sum_s exp(lse_s), O = sum_s w_s O_s over
+// the unit's columns, as ffpa_merge_kernel merges split-KV rows.
+extern "C" __global__ void __launch_bounds__(128)
+    ffpa_fwd_sm90ws_merge_kernel(const __grid_constant__ FfpaFwdParams p) {
+  using namespace ffpa_fwd90ws;
+  grid_dependency_wait();
+  const Unit w = unit_of(p, p.split_from + blockIdx.x);
+  const int row = blockIdx.y, i = w.m0 + row;
+  if (i >= p.group * p.Nq) return;
+  const long long prow0 = (long long)blockIdx.x * p.num_splits * BR + row;  // piece 0's row
+  float mx = NEG_INF;
+  for (int s = 0; s < p.num_splits; ++s) mx = fmaxf(mx, p.lse_partial[prow0 + s * BR]);
+  float den = 0.f;
+  if (mx != NEG_INF)
+    for (int s = 0; s < p.num_splits; ++s) den += __expf(p.lse_partial[prow0 + s * BR] - mx);
+  const int hq = w.kvh * p.group + i / p.Nq, r = i % p.Nq;
+  if (w.split == 0 && threadIdx.x == 0)
+    p.lse[((long long)w.b * p.Hq + hq) * p.Nq + r] = mx == NEG_INF ? NEG_INF : mx + __logf(den);
+  u16* orow =
+      static_cast<u16*>(p.o) + w.b * p.o_batch_stride + hq * p.o_head_stride + r * p.o_row_stride;
+  const int hi = min(D, (w.split + 1) * NPO * 64);
+  for (int col = w.split * NPO * 64 + threadIdx.x * 2; col < hi; col += 256) {
+    float a0 = 0.f, a1 = 0.f;
+    if (mx != NEG_INF)
+      for (int s = 0; s < p.num_splits; ++s) {
+        const long long prow = prow0 + s * BR;
+        const float wt = __expf(p.lse_partial[prow] - mx) / den;
+        const float2 x = *reinterpret_cast<const float2*>(p.o_partial + prow * D + col);
+        a0 += wt * x.x, a1 += wt * x.y;
+      }
+    *reinterpret_cast<u32*>(orow + col) = pack2(a0, a1);
+  }
 }

@@ -18,6 +18,7 @@ struct FwdSm90ws {
   int stats;  // row maxima and sums of both consumers, floats
   int rows;   // query index and q head per row, ints
   int drop;   // dropout seed and p (16 bytes)
+  int unit;   // the CTA's unit of work and key range, ints (32 bytes)
   int bars;   // per ring: full[slots / 2], empty[slots / 2]
   int bytes;  // dynamic shared memory of a launch, with the alignment slack
 };
@@ -31,7 +32,8 @@ FFPA_LAYOUT_FN FwdSm90ws fwd_sm90ws_layout(int dp, int slots) {
   l.stats = l.p + 2 * L::kRows * L::kKeys * 2;
   l.rows = l.stats + 4 * L::kRows * 4;
   l.drop = l.rows + 2 * L::kRows * 4;
-  l.bars = l.drop + 16;
+  l.unit = l.drop + 16;
+  l.bars = l.unit + 32;
   l.bytes = 1024 + l.bars + 2 * slots * 8;
   return l;
 }

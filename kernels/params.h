@@ -31,6 +31,9 @@ struct FfpaFwdParams {
   int num_splits;
   float* o_partial;    // [num_splits, B, Hq, Nq, D]
   float* lse_partial;  // [num_splits, B, Hq, Nq]
+  // ffpa-fwd-sm90ws: the work units from this one on (the last wave's) run as num_splits key
+  // ranges each, o_partial / lse_partial holding their rows ([units, num_splits, 64, D]).
+  long long split_from;
 };
 
 struct FfpaBwdParams {

@@ -25,13 +25,19 @@ bool hopper() {
   return yes;
 }
 
-void expect_close(const Problem& pr, std::optional<fwd90ws::Config> cfg = std::nullopt) {
+// sms: the multiprocessors the tail plan assumes (the device's by default); fewer make a small
+// problem end with a partial wave the plan splits.
+void expect_close(const Problem& pr, std::optional<fwd90ws::Config> cfg = std::nullopt,
+                  int sms = 0) {
   const fwd90ws::Config c = cfg ? *cfg : fwd90ws::default_config(pr);
   expect_forward_close(
-      pr, to_string(c.knobs()), [&](const FfpaFwdParams& p, const gpu::DeviceInfo& dev) {
+      pr, to_string(c.knobs()) + (sms ? " sms=" + std::to_string(sms) : ""),
+      [&](const FfpaFwdParams& p, const gpu::DeviceInfo& dev) {
         REQUIRE(fwd90ws::problem_check(pr).ok());
         REQUIRE(fwd90ws::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).ok());
-        return fwd90ws::bind(pr, c, p, dev);
+        gpu::DeviceInfo d = dev;
+        if (sms) d.sm_count = sms;
+        return fwd90ws::bind(pr, c, p, d);
       });
 }
 
@@ -227,6 +233,37 @@ TEST_CASE("sm90ws: bias and dropout, D 320 and 512", "[gpu]") {
   p.bias = BiasKind::key;
   expect_close(p);
   expect_close(p, fwd90ws::Config{18, 2, 1});
+}
+
+// The last wave split by key range (tail): a few assumed multiprocessors leave one to three units
+// in the last wave, split into pieces of 1..4 key-block pairs whose partials the merge combines.
+// Pieces with an odd block count (the last pair's second block masked), lengths off the tile grid,
+// the first query block partial, GQA and B > 1, D past 512 (two CTAs a block), bias and dropout
+// at absolute key positions; tail=0 on the same problems.
+TEST_CASE("sm90ws: the last wave's query blocks split by key range (tail)", "[gpu]") {
+  if (!hopper()) return;
+  // Units, the last wave's, pieces x pairs (fwd90ws::plan_tail):
+  for (Dtype d : {Dtype::bf16, Dtype::fp16}) {
+    expect_close(make(1, 1, 1, 1000, 1000, 512, d), std::nullopt, 5);  // 16, 1, 4 x 2
+    expect_close(make(1, 1, 1, 150, 1000, 320, d), std::nullopt, 8);   // 3, all 3, 2 x 4
+    expect_close(make(1, 2, 2, 640, 300, 512, d), std::nullopt, 6);    // 20, 2, 3 x 1 (5 blocks)
+    expect_close(make(2, 8, 2, 100, 900, 384, d), std::nullopt, 9);    // 28, 1, 8 x 1
+    expect_close(make(1, 2, 2, 200, 777, 1024, d), std::nullopt, 5);   // 16, 1, 4 x 2
+  }
+  for (BiasKind m : {BiasKind::key, BiasKind::full}) {
+    Problem p = make(1, 3, 3, 200, 1000, 512);  // 12, 1, 8 x 1
+    p.bias = m;
+    p.dropout = 0.1;
+    expect_close(p, std::nullopt, 11);
+    fwd90ws::Config c = fwd90ws::default_config(p);
+    c.ahead = 1;
+    expect_close(p, c, 11);
+    c.tail = 0;
+    expect_close(p, c, 11);
+  }
+  fwd90ws::Config c = fwd90ws::default_config(make(1, 1, 1, 1000, 1000, 512));
+  c.tail = 0;
+  expect_close(make(1, 1, 1, 1000, 1000, 512), c, 5);
 }
 
 // The same cases with the own P read from shared memory (psmem): if one path fails and the other

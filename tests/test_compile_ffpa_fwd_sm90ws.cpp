@@ -23,7 +23,7 @@ void compile_clean(const fwd90ws::Config& c, const fwd::Features& f) {
             << " causal=" << f.causal);
   REQUIRE(fwd90ws::check(c, f.D, 227 * 1024).ok());
   const nvrtc::Compiled comp = fwd90ws::compile(c, f);
-  test::check_clean(comp, {"ffpa_fwd_sm90ws_kernel"});
+  test::check_clean(comp, {"ffpa_fwd_sm90ws_kernel", "ffpa_fwd_sm90ws_merge_kernel"});
   INFO(comp.log);
   CHECK(comp.log.find("serialized") == std::string::npos);
 }
@@ -243,6 +243,35 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
   for (int D = fwd90ws::kMinD; D <= fwd90ws::kMaxD; D += 8)
     CHECK(fwd90ws::check(fwd90ws::default_config(compile_problem(D)), D, h200.smem_per_block_optin)
               .ok());
+}
+
+TEST_CASE("sm90ws: the last wave's split (plan_tail)", "[plan]") {
+  using fwd90ws::plan_tail;
+  // D = 512 self on the H200: 32 heads x 128 query blocks = 31 waves and 4 CTAs; the 4 run as 32
+  // pieces of 2 of their 64 pairs (as cheap as 33, fewer partials).
+  auto t = plan_tail(4096, 132, 64);
+  CHECK(t.from == 4092);
+  CHECK(t.pieces == 32);
+  // A last wave of 100 CTAs on 132 SMs: split, it would take longer (two waves of pieces).
+  t = plan_tail(1024, 132, 64);
+  CHECK(t.from == 1024);
+  CHECK(t.pieces == 1);
+  // Fewer units than SMs: each in pieces of the fewest pairs that still fit one wave (2: 32
+  // pieces as cheap as 44).
+  t = plan_tail(3, 132, 64);
+  CHECK(t.from == 0);
+  CHECK(t.pieces == 32);
+  t = plan_tail(3, 8, 8);
+  CHECK(t.from == 0);
+  CHECK(t.pieces == 2);
+  // Whole waves, one pair a unit, or no multiprocessor: nothing to split.
+  CHECK(plan_tail(264, 132, 64).pieces == 1);
+  CHECK(plan_tail(5, 132, 1).pieces == 1);
+  CHECK(plan_tail(5, 0, 8).pieces == 1);
+  // Pieces of one pair, no more than the pairs.
+  t = plan_tail(133, 132, 4);
+  CHECK(t.from == 132);
+  CHECK(t.pieces == 4);
 }
 
 TEST_CASE("sm90ws ring and barrier protocol (simulator)", "[sim]") {

@@ -1,6 +1,7 @@
 #include "tensors/tensors.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "philox.cuh"
 #include "tensors/fill.hpp"
@@ -112,6 +113,7 @@ FfpaFwdParams AttnTensors::fwd_params() const {
   f.dropout_seed = dropout_seed;
   f.dropout_offset = dropout_offset;
   f.num_splits = 1;
+  f.split_from = std::numeric_limits<long long>::max();  // no tail split
   return f;
 }
 

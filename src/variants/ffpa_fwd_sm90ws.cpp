@@ -15,23 +15,58 @@ using namespace ffpa_family;
 namespace {
 
 constexpr const char* kKernel = "ffpa_fwd_sm90ws_kernel";
+constexpr const char* kMerge = "ffpa_fwd_sm90ws_merge_kernel";
 
+// units: CTAs of equal work (tail: plan the last wave's split, else none); pairs: key-block
+// pairs of a unit.
 class Fwd90wsOp : public Op {
  public:
-  Fwd90wsOp(nvrtc::Library lib, const FfpaFwdParams& p, FfpaTmaDesc tk, FfpaTmaDesc tv, dim3 grid,
-            int cluster, int smem)
-      : lib_(std::move(lib)), p_(p), tk_(tk), tv_(tv), grid_(grid), cluster_(cluster), smem_(smem) {
+  Fwd90wsOp(nvrtc::Library lib, const FfpaFwdParams& p, FfpaTmaDesc tk, FfpaTmaDesc tv,
+            int64_t units, bool tail, int pairs, int cluster, int smem, int sm_count)
+      : lib_(std::move(lib)), p_(p), tk_(tk), tv_(tv), cluster_(cluster), smem_(smem) {
     fn_ = lib_.kernel(kKernel);
     FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn_),
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
+    Tail t{units, 1};
+    if (tail) {
+      int per_sm = 0;
+      FFPA_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &per_sm, reinterpret_cast<const void*>(fn_), Config::threads(), smem_));
+      t = plan_tail(units, static_cast<int64_t>(per_sm) * sm_count, pairs);
+    }
+    tail_units_ = units - t.from;
+    p_.split_from = t.from;
+    p_.num_splits = t.pieces;
+    if (tail_units_ > 0) {
+      const size_t rows =
+          static_cast<size_t>(tail_units_) * t.pieces * ffpa_layout::FwdSm90ws::kRows;
+      opart_ = gpu::DeviceBuffer(rows * p_.D * sizeof(float));
+      lpart_ = gpu::DeviceBuffer(rows * sizeof(float));
+      p_.o_partial = opart_.as<float>();
+      p_.lse_partial = lpart_.as<float>();
+      merge_ = lib_.kernel(kMerge);
+    }
+    grid_ = launch_grid(t.from + tail_units_ * t.pieces, 1, 1);
   }
 
   void launch(cudaStream_t s) override {
     void* args[] = {&p_, &tk_, &tv_};
     gpu::launch(reinterpret_cast<const void*>(fn_), grid_, dim3(Config::threads()),
                 static_cast<size_t>(smem_), s, args, false, static_cast<unsigned>(cluster_));
+    if (merge_)
+      gpu::launch(reinterpret_cast<const void*>(merge_),
+                  dim3(static_cast<unsigned>(tail_units_), ffpa_layout::FwdSm90ws::kRows),
+                  dim3(128), 0, s, args, true);
   }
-  std::string includes() const override { return "forward (TMA, warp-specialized)"; }
+  int64_t extra_bytes() const override {
+    return static_cast<int64_t>(opart_.bytes() + lpart_.bytes());
+  }
+  std::string includes() const override {
+    if (!merge_) return "forward (TMA, warp-specialized)";
+    return "forward (TMA, warp-specialized; the last " + std::to_string(tail_units_) +
+           " query blocks in " + std::to_string(p_.num_splits) +
+           " key ranges each) + merge (chained by programmatic dependent launch)";
+  }
 
  private:
   nvrtc::Library lib_;
@@ -40,7 +75,9 @@ class Fwd90wsOp : public Op {
   dim3 grid_;
   int cluster_;
   int smem_;
-  cudaKernel_t fn_ = nullptr;
+  int64_t tail_units_ = 0;
+  gpu::DeviceBuffer opart_, lpart_;
+  cudaKernel_t fn_ = nullptr, merge_ = nullptr;
 };
 
 }  // namespace
@@ -48,7 +85,7 @@ class Fwd90wsOp : public Op {
 constexpr Knob<Config> kKnobs[] = {{"slots", &Config::slots},       {"cluster", &Config::cluster},
                                    {"psmem", &Config::psmem},       {"seesaw", &Config::seesaw},
                                    {"oddpanel", &Config::oddpanel}, {"lead", &Config::lead},
-                                   {"ahead", &Config::ahead}};
+                                   {"ahead", &Config::ahead},       {"tail", &Config::tail, false}};
 
 Support problem_check(const Problem& pr) {
   const auto& s = pr.shape;
@@ -73,6 +110,21 @@ Config Config::from_knobs(const Knobs& k) {
 
 Knobs Config::knobs() const {
   return knobs_of(kKnobs, *this);
+}
+
+Tail plan_tail(int64_t units, int64_t slots, int pairs) {
+  const int64_t rem = slots > 0 ? units % slots : 0;
+  Tail best{units, 1};
+  if (rem == 0 || pairs < 2) return best;
+  // In units' times: the last wave unsplit takes 1; split in s, ceil(rem s / slots) waves of
+  // pieces of ceil(pairs / s) + 1 pairs.
+  double best_cost = 0.75;  // a quarter of a unit saved, or no split
+  for (int s = 2; s <= pairs && s <= slots; ++s) {
+    const int64_t waves = (rem * s + slots - 1) / slots;
+    const double cost = static_cast<double>(waves) * ((pairs + s - 1) / s + 1) / pairs;
+    if (cost < best_cost) best_cost = cost, best = {units - rem, s};
+  }
+  return best;
 }
 
 Config default_config(const Problem& pr) {
@@ -102,6 +154,7 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.oddpanel != 0 && c.oddpanel != 1) return Support::no("oddpanel is 0 or 1");
   if (c.lead != 0 && c.lead != 1) return Support::no("lead is 0 or 1");
   if (c.ahead != 0 && c.ahead != 1) return Support::no("ahead is 0 or 1");
+  if (c.tail != 0 && c.tail != 1) return Support::no("tail is 0 or 1");
   if (c.lead && !c.seesaw) return Support::no("lead=1: only the seesaw has a consumer that leads");
   if (D % 8 || D < kMinD || D > kMaxD)
     return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
@@ -165,7 +218,6 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
   if (!qkvo_aligned(params, 2))
     throw Unsupported("q/k/v need 16-byte aligned rows and strides in multiples of 8 elements");
   FfpaFwdParams p = params;
-  p.num_splits = 1;
   p.o_partial = nullptr;
   p.lse_partial = nullptr;
   const auto& sh = pr.shape;
@@ -175,12 +227,16 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
                                            p.k_head_stride, p.k_batch_stride, box_rows);
   const FfpaTmaDesc tv = gpu::tma_rows_map(p.v, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, p.v_row_stride,
                                            p.v_head_stride, p.v_batch_stride, box_rows);
+  // Units x-fastest in a 1-D grid (the kernel's unit_of): query blocks (whole clusters) x the
+  // CTAs of each, kv heads, batches.
   const int64_t blocks = (sh.group() * sh.Nq + 63) / 64;
-  const dim3 grid =
-      launch_grid((blocks + c.cluster - 1) / c.cluster * c.cluster * splits(static_cast<int>(sh.D)),
-                  sh.Hkv, sh.B);
-  return std::make_unique<Fwd90wsOp>(nvrtc::Library(comp.cubin), p, tk, tv, grid, c.cluster,
-                                     smem_bytes(c, static_cast<int>(sh.D)));
+  const int64_t units = (blocks + c.cluster - 1) / c.cluster * c.cluster *
+                        splits(static_cast<int>(sh.D)) * sh.Hkv * sh.B;
+  const int pairs = static_cast<int>((sh.Nkv + 127) / 128);
+  const bool tail = c.tail && c.cluster == 1 && pr.causal == Causal::none;
+  return std::make_unique<Fwd90wsOp>(nvrtc::Library(comp.cubin), p, tk, tv, units, tail, pairs,
+                                     c.cluster, smem_bytes(c, static_cast<int>(sh.D)),
+                                     dev.sm_count);
 }
 
 }  // namespace ffpa::fwd90ws
