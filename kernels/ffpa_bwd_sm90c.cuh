@@ -145,6 +145,9 @@ constexpr ffpa_layout::BwdSm90c LAYOUT =
 static_assert(BR == ffpa_layout::BwdSm90c::kRows && NT == ffpa_layout::BwdSm90c::kThreads,
               "the layout's tile");
 constexpr float LOG2E = 1.4426950408889634f;
+// Whether the last wave's units may run as pieces (a query range each): never with causal
+// masking (key tiles differ in work).
+constexpr bool PIECES = !FFPA_CAUSAL;
 
 static_assert(D % 8 == 0 && D <= 1024, "D: a multiple of 8, at most 1024");
 static_assert(BC == 32 || BC == 64, "key tiles of 32 or 64");
@@ -231,8 +234,26 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
   const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0), t128 = tid & 127, wq = t128 >> 5;
   const int rank = CL == 2 ? (int)cluster_rank() : 0;
   const int cbase = rank * DC;  // the block's first column of D
-  const int n0 = (blockIdx.x >> (CL - 1)) * BC;
-  const int kvh = blockIdx.y, b = blockIdx.z;
+  // A cluster per key tile x of kv head y and batch z. The last head's key tiles from
+  // p.split_from on (the last wave's, when it would leave most SMs idle) run instead as
+  // p.num_splits pieces each, a range of the query tiles a piece, in the plane z = B (its
+  // clusters in order: piece q is the plane's q-th, past the last one they return); the merge
+  // kernel sums their dK and dV. Never with causal masking (the host plans none there): those
+  // kernels index as before, from the block indices alone.
+  const int ktiles = (f.Nkv + BC - 1) / BC;
+  const bool piece = PIECES && (int)blockIdx.z == f.B;
+  int kx = blockIdx.x >> (CL - 1), kvh = blockIdx.y, b = blockIdx.z;
+  int slot = -1, kbeg = 0, kend = (f.group * f.Nq + BR - 1) / BR;  // positions, below
+  if (PIECES && !piece && kvh == f.Hkv - 1 && b == f.B - 1 && kx >= p.split_from) return;
+  if (piece) {
+    slot = blockIdx.y * (gridDim.x >> (CL - 1)) + kx;  // the piece's partial
+    if (slot >= (ktiles - p.split_from) * p.num_splits) return;
+    const int k = slot % p.num_splits, all = kend;
+    kx = p.split_from + slot / p.num_splits, kvh = f.Hkv - 1, b = f.B - 1;
+    kbeg = k * all / p.num_splits;
+    kend = (k + 1) * all / p.num_splits;
+  }
+  const int n0 = kx * BC;
   const int rows_total = f.group * f.Nq;
   const int diag = FFPA_CAUSAL == 1 ? f.Nkv - f.Nq : 0;  // row r sees keys k <= r + diag
   const int ntile = (rows_total + BR - 1) / BR;
@@ -266,7 +287,7 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
   // one q head's tiles, not the group's: with GQA the clusters of a wave then stay within a head
   // of each other, so the Q, dO and dQ rows they share stay in L2 between their passes.
   const int span = min((f.Nq + BR - 1) / BR, ntile);
-  const int start = (int)((long long)(blockIdx.x >> (CL - 1)) * span / (gridDim.x >> (CL - 1)));
+  const int start = (int)((long long)kx * span / ktiles);
   auto tile_at = [&](int k) { return k + start >= ntile ? k + start - ntile : k + start; };
   auto next_tile = [&](int k) {
     for (; FFPA_CAUSAL && k < ntile; ++k) {
@@ -395,7 +416,7 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
 #endif
   };
 
-  int k = next_tile(0), ex = 0, tp = -1;  // ex: query tiles done (both blocks do the same);
+  int k = next_tile(kbeg), ex = 0, tp = -1;  // ex: query tiles done (both blocks do the same);
   // tp: the previous one (FFPA_DQLAG: its last dQ chunk is still to do)
   // FFPA_DQLAG's deferred work: the last dQ chunk of query tile tp.
   auto dq_deferred = [&] {
@@ -404,8 +425,8 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
     wgmma_wait<0>();
     dq_reduce(NP - 1, 0, tp);
   };
-  if (k < ntile) stage(tile_at(k), 0);
-  while (k < ntile) {
+  if (k < kend) stage(tile_at(k), 0);
+  while (k < kend) {
     const int t = tile_at(k), kn = next_tile(k + 1), par = ex & 1;
     const float* rt = reinterpret_cast<const float*>(rows_base + par * ROW_BYTES);
     // This tile's block exchange buffer and the buffer the other block's sums land in.
@@ -837,7 +858,7 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
     // dV and dK retired in both warpgroups: Q and dO are free for the next tile's loads.
     wgmma_wait<0>();
     __syncthreads();
-    if (kn < ntile) stage(tile_at(kn), par ^ 1);
+    if (kn < kend) stage(tile_at(kn), par ^ 1);
       // DQB = 2: chunk c + 1 is in flight while chunk c is reduced; its accumulator held chunk
       // c - 1, reduced in the previous step (chunk 0 before the staging).
 #pragma unroll
@@ -887,6 +908,43 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
   }
 #endif
 
+  if (slot >= 0) {
+    // A piece: dK (scaled) and dV of its query range in fp32, into its slot ([2][BC][D]).
+    float* pk = p.dkv_partial + (long long)slot * 2 * BC * D;
+    float* pv = pk + BC * D;
+    if (KM) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int key = wq * 16 + (lane >> 2) + h * 8;
+#pragma unroll
+        for (int j = 0; j < DVY; ++j) {
+          const int col = cbase + wg * DQ + j * 8 + (lane & 3) * 2;
+          if (col >= D) continue;
+          *reinterpret_cast<float2*>(pk + key * D + col) =
+              make_float2(dk[0][j][h * 2] * f.scale, dk[0][j][h * 2 + 1] * f.scale);
+          *reinterpret_cast<float2*>(pv + key * D + col) =
+              make_float2(dv[0][j][h * 2], dv[0][j][h * 2 + 1]);
+        }
+      }
+      return;
+    }
+#pragma unroll
+    for (int c = 0; c < DVX; ++c)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int col = cbase + wg * DQ + c * 64 + wq * 16 + (lane >> 2) + h * 8;
+        if (col >= D) continue;
+#pragma unroll
+        for (int n = 0; n < DVY; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = key0 - n0 + n * 8 + e;
+            pk[key * D + col] = dk[c][n][h * 2 + e] * f.scale;
+            pv[key * D + col] = dv[c][n][h * 2 + e];
+          }
+      }
+    return;
+  }
   // dK, dV of the key tile and quarter in the input dtype (zero where no query saw a key).
   u16* dkb = static_cast<u16*>(p.dk) + b * p.dk_batch_stride + kvh * p.dk_head_stride;
   u16* dvb = static_cast<u16*>(p.dv) + b * p.dv_batch_stride + kvh * p.dv_head_stride;
@@ -927,4 +985,33 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
         }
       }
     }
+}
+
+// The tail's pieces summed (launched after the backward, chained by programmatic dependent
+// launch): a block per (tail key tile, key of it); dK and dV over the whole D in the input dtype.
+extern "C" __global__ void __launch_bounds__(128)
+    ffpa_bwd_sm90c_merge_kernel(const FfpaBwdParams p) {
+  using namespace ffpa_bwd90c;
+  const FfpaFwdParams& f = p.fwd;
+  grid_dependency_wait();
+  const int key = (int)(p.split_from + blockIdx.x) * BC + blockIdx.y;
+  if (key >= f.Nkv) return;
+  const int kvh = f.Hkv - 1, b = f.B - 1;  // the tail's key tiles are the last head's
+  const float* pk = p.dkv_partial + (long long)blockIdx.x * p.num_splits * 2 * BC * D +
+                    blockIdx.y * D;  // piece 0's row of the key
+  u16* dk = static_cast<u16*>(p.dk) + b * p.dk_batch_stride + kvh * p.dk_head_stride +
+            (long long)key * p.dk_row_stride;
+  u16* dv = static_cast<u16*>(p.dv) + b * p.dv_batch_stride + kvh * p.dv_head_stride +
+            (long long)key * p.dv_row_stride;
+  for (int col = threadIdx.x * 2; col < D; col += 256) {
+    float2 k = make_float2(0.f, 0.f), v = make_float2(0.f, 0.f);
+    for (int s = 0; s < p.num_splits; ++s) {
+      const float* ps = pk + (long long)s * 2 * BC * D + col;
+      const float2 a = *reinterpret_cast<const float2*>(ps);
+      const float2 c = *reinterpret_cast<const float2*>(ps + BC * D);
+      k.x += a.x, k.y += a.y, v.x += c.x, v.y += c.y;
+    }
+    *reinterpret_cast<u32*>(dk + col) = pack2(k.x, k.y);
+    *reinterpret_cast<u32*>(dv + col) = pack2(v.x, v.y);
+  }
 }

@@ -50,6 +50,11 @@ struct FfpaBwdParams {
   float* delta;        // [B, Hq, Nq] rowsum(dO * O), workspace
   float* dq_accum;     // fp32 workspace when dQ is accumulated atomically
   float* dbias_accum;  // fp32 workspace for dbias
+  // ffpa-bwd-sm90c: the last kv head's key tiles from this one on (the last wave's) run as
+  // num_splits query ranges each, their dK and dV in fp32 ([tiles, num_splits, 2, keys, D]).
+  long long split_from;
+  int num_splits;
+  float* dkv_partial;
 };
 
 // A TMA tensor map (CUtensorMap: 128 opaque bytes, 64-byte aligned), encoded on the host and

@@ -31,12 +31,18 @@ bool hopper() {
   return yes;
 }
 
-void expect_close(const Problem& pr, std::optional<bwd90c::Config> cfg = std::nullopt) {
+// sms: the multiprocessors the tail plan assumes (the device's by default); fewer make a small
+// problem end with a partial wave the plan splits.
+void expect_close(const Problem& pr, std::optional<bwd90c::Config> cfg = std::nullopt,
+                  int sms = 0) {
   const bwd90c::Config c = cfg ? *cfg : bwd90c::default_config(pr);
   expect_backward_close(
-      pr, to_string(c.knobs()), [&](const FfpaBwdParams& p, const gpu::DeviceInfo& dev) {
+      pr, to_string(c.knobs()) + (sms ? " sms=" + std::to_string(sms) : ""),
+      [&](const FfpaBwdParams& p, const gpu::DeviceInfo& dev) {
         REQUIRE(bwd90c::check(c, static_cast<int>(pr.shape.D), dev.smem_per_block_optin).ok());
-        return bwd90c::bind(pr, c, p, dev);
+        gpu::DeviceInfo d = dev;
+        if (sms) d.sm_count = sms;
+        return bwd90c::bind(pr, c, p, d);
       });
 }
 
@@ -249,6 +255,31 @@ TEST_CASE("bwd90c: phase 1 by keys (ksplit = 1): dropout, bias with dBias, many 
     expect_close(many, ksplit(cl));
     many.causal = Causal::bottom_right;
     expect_close(many, ksplit(cl));
+  }
+}
+
+// The last wave split by query range (tail): a few assumed multiprocessors leave two units (key
+// tiles) in the last wave, each split into pieces whose dK and dV the merge sums: in a cluster
+// and in one block (D = 320), the transposed dK/dV of 32-key tiles (D = 1024), GQA with B > 1,
+// dropout with a key bias (dBias column sums) and a full bias (dBias per element); tail = 0 on
+// the same problems.
+TEST_CASE("bwd90c: the last wave's key tiles split by query range (tail)", "[gpu]") {
+  if (!hopper()) return;
+  // Units, the last wave's, pieces (ffpa_family::plan_tail over the assumed clusters):
+  for (Dtype dt : kTypes) {
+    expect_close(make(1, 2, 2, 1000, 1000, 512, dt), std::nullopt, 10);  // 32, 2, 2
+    expect_close(make(1, 4, 2, 500, 600, 320, dt), std::nullopt, 9);     // 20, 2, 4 (one block)
+    expect_close(make(1, 2, 2, 640, 200, 1024, dt), std::nullopt, 8);    // 14, 2, 2 (bc = 32)
+    expect_close(make(2, 8, 2, 100, 500, 512, dt), std::nullopt, 10);    // 32, 2, 2 (GQA)
+  }
+  for (BiasKind m : {BiasKind::key, BiasKind::full}) {
+    Problem p = make(1, 2, 2, 640, 400, 512);  // 14, 2, 2
+    p.bias = m;
+    p.dropout = 0.1;
+    expect_close(p, std::nullopt, 8);
+    bwd90c::Config c = bwd90c::default_config(p);
+    c.tail = 0;
+    expect_close(p, c, 8);
   }
 }
 

@@ -12,6 +12,7 @@
 #include "support.hpp"
 #include "tuning/grid.hpp"
 #include "variants/ffpa_fwd_sm90ws.hpp"
+#include "variants/ffpa_variant.hpp"
 
 using namespace ffpa;
 using test::compile_problem;
@@ -245,8 +246,8 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
               .ok());
 }
 
-TEST_CASE("sm90ws: the last wave's split (plan_tail)", "[plan]") {
-  using fwd90ws::plan_tail;
+TEST_CASE("the last wave's split (plan_tail)", "[plan]") {
+  using ffpa_family::plan_tail;
   // D = 512 self on the H200: 32 heads x 128 query blocks = 31 waves and 4 CTAs; the 4 run as 32
   // pieces of 2 of their 64 pairs (as cheap as 33, fewer partials).
   auto t = plan_tail(4096, 132, 64);

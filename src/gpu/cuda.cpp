@@ -1,5 +1,6 @@
 #include "gpu/cuda.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 
@@ -54,6 +55,21 @@ void launch(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStream_t s, 
   cfg.attrs = n ? attrs : nullptr;
   cfg.numAttrs = n;
   FFPA_CUDA(cudaLaunchKernelExC(&cfg, fn, args));
+}
+
+int64_t resident(const void* fn, int threads, size_t smem, unsigned cluster, int sm_count) {
+  int per_sm = 0;
+  FFPA_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, smem));
+  const int64_t ctas = int64_t{per_sm} * sm_count;
+  if (cluster <= 1) return ctas;
+  // Clusters are placed within a GPC: fewer may fit than CTAs / cluster.
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(cluster);
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = smem;
+  int clusters = 0;
+  FFPA_CUDA(cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg));
+  return std::min<int64_t>(clusters, ctas / cluster);
 }
 
 MemoryStats memory_stats() {

@@ -132,6 +132,8 @@ FfpaBwdParams AttnTensors::bwd_params() const {
   b.dk_row_stride = b.dv_row_stride = s.D;
   b.dk_head_stride = b.dv_head_stride = s.Nkv * s.D;
   b.dk_batch_stride = b.dv_batch_stride = s.Hkv * s.Nkv * s.D;
+  b.split_from = std::numeric_limits<long long>::max();  // no tail split
+  b.num_splits = 1;
   return b;
 }
 

@@ -28,9 +28,12 @@ enum class Chain { none, convert, all };
 
 class BwdOp : public Op {
  public:
+  // tail (not null): the last wave's key tiles split where plan_tail gains, in a plane of the
+  // grid past the batches.
   BwdOp(nvrtc::Library lib, const char* main_kernel, const FfpaBwdParams& p, dim3 grid, int threads,
         int smem, int dbias, size_t dbias_bytes, int sm_count, Chain chain, gpu::DeviceBuffer delta,
-        gpu::DeviceBuffer dq_accum, gpu::DeviceBuffer dbias_accum)
+        gpu::DeviceBuffer dq_accum, gpu::DeviceBuffer dbias_accum, const SplitTail* tail,
+        int cluster)
       : lib_(std::move(lib)),
         p_(p),
         grid_(grid),
@@ -48,6 +51,29 @@ class BwdOp : public Op {
     convert_ = lib_.kernel("ffpa_bwd_convert_kernel");
     FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(main_),
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
+    if (tail) {
+      // Units: clusters of key tiles x kv heads x batches; the split ones are the last head's,
+      // their pieces in one plane of the grid.
+      const int64_t ktiles = grid_.x / cluster, plane = ktiles * grid_.y;
+      const int64_t all = plane * grid_.z;
+      const Tail t = plan_tail(all,
+                               gpu::resident(reinterpret_cast<const void*>(main_), threads_, smem_,
+                                             static_cast<unsigned>(cluster), sm_count_),
+                               tail->steps);
+      const int64_t split = all - t.from;
+      if (split > 0 && split <= ktiles && split * t.pieces <= plane) {
+        tail_units_ = split;
+        p_.split_from = ktiles - split;
+        p_.num_splits = t.pieces;
+        // [tiles, pieces, 2, keys, D]: each piece's dK and dV
+        dkv_partial_ = gpu::DeviceBuffer(static_cast<size_t>(split) * t.pieces * 2 * tail->keys *
+                                         p_.fwd.D * sizeof(float));
+        p_.dkv_partial = dkv_partial_.as<float>();
+        merge_ = lib_.kernel(tail->merge);
+        merge_keys_ = tail->keys;
+        grid_.z += 1;
+      }
+    }
   }
 
   void launch(cudaStream_t s) override {
@@ -59,6 +85,11 @@ class BwdOp : public Op {
                 dim3(256), 0, s, args);
     gpu::launch(reinterpret_cast<const void*>(main_), grid_, dim3(threads_),
                 static_cast<size_t>(smem_), s, args, chain_ == Chain::all);
+    // The convert waits for the merge, which waits for the main kernel.
+    if (merge_)
+      gpu::launch(reinterpret_cast<const void*>(merge_),
+                  dim3(static_cast<unsigned>(tail_units_), static_cast<unsigned>(merge_keys_)),
+                  dim3(128), 0, s, args, chain_ != Chain::none);
     const long long pairs = rows * (p_.fwd.D / 2);
     const long long blocks = std::min<long long>((pairs + 255) / 256, 8LL * sm_count_);
     gpu::launch(reinterpret_cast<const void*>(convert_),
@@ -66,13 +97,17 @@ class BwdOp : public Op {
                 chain_ != Chain::none);
   }
   int64_t extra_bytes() const override {
-    return static_cast<int64_t>(delta_.bytes() + dq_accum_.bytes() + dbias_accum_.bytes());
+    return static_cast<int64_t>(delta_.bytes() + dq_accum_.bytes() + dbias_accum_.bytes() +
+                                dkv_partial_.bytes());
   }
   std::string includes() const override {
     std::string s =
         "preprocess (delta, dQ accumulator zeroed) + dK/dV kernel (dQ fp32 atomics) + dQ convert";
     if (dbias_ == 1 || dbias_ == 2) s += " + dBias zeroing and convert";
     if (dbias_ == 3) s += " + dBias memset";
+    if (merge_)
+      s += " + dK/dV merge (the last " + std::to_string(tail_units_) + " key tiles in " +
+           std::to_string(p_.num_splits) + " query ranges each)";
     if (chain_ != Chain::none)
       s += chain_ == Chain::all ? " (all three chained by programmatic dependent launch)"
                                 : " (the convert chained by programmatic dependent launch)";
@@ -87,8 +122,10 @@ class BwdOp : public Op {
   size_t dbias_bytes_;
   int sm_count_;
   Chain chain_;
-  gpu::DeviceBuffer delta_, dq_accum_, dbias_accum_;
-  cudaKernel_t pre_ = nullptr, main_ = nullptr, convert_ = nullptr;
+  gpu::DeviceBuffer delta_, dq_accum_, dbias_accum_, dkv_partial_;
+  int64_t tail_units_ = 0;
+  int merge_keys_ = 0;
+  cudaKernel_t pre_ = nullptr, main_ = nullptr, convert_ = nullptr, merge_ = nullptr;
 };
 
 }  // namespace
@@ -214,7 +251,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
 std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, const char* main_kernel,
                             int Bc, int threads, int smem, const FfpaBwdParams& params,
                             const gpu::DeviceInfo& dev, int cluster, int64_t dq_floats,
-                            bool main_waits) {
+                            bool main_waits, const SplitTail* tail) {
   // 16-byte cp.async / vector loads of q, k, v, o, dO rows; 4-byte stores of dq, dk, dv pairs.
   const FfpaFwdParams& f = params.fwd;
   if (!qkvo_aligned(f, 8) ||
@@ -250,9 +287,10 @@ std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, cons
       ft.dbias == 3 ? static_cast<size_t>(pr.bias_elems()) * (ft.bias == 1 ? 4 : 2) : 0;
   // Programmatic dependent launch needs sm_90 (the cubins are compiled for the device's arch).
   const Chain chain = dev.sm_major < 9 ? Chain::none : main_waits ? Chain::all : Chain::convert;
+  if (tail) launch_grid(gx, sh.Hkv, sh.B + 1);  // with the tail's plane
   return std::make_unique<BwdOp>(nvrtc::Library(comp.cubin), main_kernel, p, grid, threads, smem,
                                  ft.dbias, dbias_bytes, dev.sm_count, chain, std::move(delta),
-                                 std::move(dq_accum), std::move(dbias_accum));
+                                 std::move(dq_accum), std::move(dbias_accum), tail, cluster);
 }
 
 }  // namespace ffpa::bwd

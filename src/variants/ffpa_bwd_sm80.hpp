@@ -75,10 +75,19 @@ std::unique_ptr<Op> bind(const Problem&, const Config&, const FfpaBwdParams& par
 // before it reads delta or touches dq_accum, so on sm_90 it is launched early, its first loads
 // overlapping the preprocess. On sm_90 the convert kernel is always launched early (it waits).
 // Throws Unsupported when the tensors are misaligned.
+// `tail` (not null): the main kernel runs the last wave's key tiles split by query range where
+// ffpa_family::plan_tail gains (FfpaBwdParams::split_from; the pieces in a plane of the grid past
+// the batches): `steps` query tiles a key tile of `keys` keys, `merge` the kernel that sums the
+// pieces' dK and dV after it.
+struct SplitTail {
+  int steps = 0;
+  int keys = 0;
+  const char* merge = nullptr;
+};
 std::unique_ptr<Op> make_op(const Problem&, const nvrtc::Compiled& comp, const char* main_kernel,
                             int Bc, int threads, int smem, const FfpaBwdParams& params,
                             const gpu::DeviceInfo&, int cluster = 1, int64_t dq_floats = 0,
-                            bool main_waits = false);
+                            bool main_waits = false, const SplitTail* tail = nullptr);
 
 }  // namespace ffpa::bwd
 

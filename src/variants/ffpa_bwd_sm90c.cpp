@@ -46,10 +46,10 @@ int part_panels(const Config& c, int D) {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {{"bc", &Config::bc},        {"panels", &Config::panels},
-                                   {"dqbuf", &Config::dqbuf},  {"xbuf", &Config::xbuf},
-                                   {"dqlag", &Config::dqlag},  {"cluster", &Config::cluster},
-                                   {"ksplit", &Config::ksplit}};
+constexpr Knob<Config> kKnobs[] = {{"bc", &Config::bc},         {"panels", &Config::panels},
+                                   {"dqbuf", &Config::dqbuf},   {"xbuf", &Config::xbuf},
+                                   {"dqlag", &Config::dqlag},   {"cluster", &Config::cluster},
+                                   {"ksplit", &Config::ksplit}, {"tail", &Config::tail, false}};
 
 Support problem_check(const Problem& pr) {
   const int64_t D = pr.shape.D;
@@ -134,6 +134,7 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.dqlag != 0 && c.dqlag != 1) return Support::no("dqlag is 0 or 1");
   if (c.cluster != 1 && c.cluster != 2) return Support::no("cluster is 1 or 2");
   if (c.ksplit != 0 && c.ksplit != 1) return Support::no("ksplit is 0 or 1");
+  if (c.tail != 0 && c.tail != 1) return Support::no("tail is 0 or 1");
   if (c.ksplit == 1) {
     if (c.bc != 64)
       return Support::no("ksplit=1 gives each warpgroup 32 of 64 keys: bc must be 64");
@@ -212,9 +213,14 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   const nvrtc::Compiled comp = compile_for(pr, c, dev);
   // make_op's grid is ceil(Nkv / (Bc * cluster)) clusters of `cluster` blocks: with Bc = bc /
   // cluster that is one cluster per key tile of bc keys (the kernel's n0 = (x / cluster) * bc).
+  // The last wave's key tiles split by query tiles; causal key tiles differ in work: no split.
+  const auto& sh = pr.shape;
+  const bwd::SplitTail tail{static_cast<int>((sh.group() * sh.Nq + 63) / 64), c.bc,
+                            "ffpa_bwd_sm90c_merge_kernel"};
+  const bool split = c.tail && pr.causal == Causal::none;
   return bwd::make_op(pr, comp, "ffpa_bwd_sm90c_kernel", c.bc / c.cluster, Config::threads(),
-                      smem_bytes(c, static_cast<int>(pr.shape.D)), params, dev, c.cluster,
-                      dq_accum_floats(c, pr.shape));
+                      smem_bytes(c, static_cast<int>(sh.D)), params, dev, c.cluster,
+                      dq_accum_floats(c, sh), false, split ? &tail : nullptr);
 }
 
 }  // namespace ffpa::bwd90c

@@ -28,12 +28,11 @@ class Fwd90wsOp : public Op {
     FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn_),
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
     Tail t{units, 1};
-    if (tail) {
-      int per_sm = 0;
-      FFPA_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &per_sm, reinterpret_cast<const void*>(fn_), Config::threads(), smem_));
-      t = plan_tail(units, static_cast<int64_t>(per_sm) * sm_count, pairs);
-    }
+    if (tail)
+      t = plan_tail(
+          units,
+          gpu::resident(reinterpret_cast<const void*>(fn_), Config::threads(), smem_, 1, sm_count),
+          pairs);
     tail_units_ = units - t.from;
     p_.split_from = t.from;
     p_.num_splits = t.pieces;
@@ -110,21 +109,6 @@ Config Config::from_knobs(const Knobs& k) {
 
 Knobs Config::knobs() const {
   return knobs_of(kKnobs, *this);
-}
-
-Tail plan_tail(int64_t units, int64_t slots, int pairs) {
-  const int64_t rem = slots > 0 ? units % slots : 0;
-  Tail best{units, 1};
-  if (rem == 0 || pairs < 2) return best;
-  // In units' times: the last wave unsplit takes 1; split in s, ceil(rem s / slots) waves of
-  // pieces of ceil(pairs / s) + 1 pairs.
-  double best_cost = 0.75;  // a quarter of a unit saved, or no split
-  for (int s = 2; s <= pairs && s <= slots; ++s) {
-    const int64_t waves = (rem * s + slots - 1) / slots;
-    const double cost = static_cast<double>(waves) * ((pairs + s - 1) / s + 1) / pairs;
-    if (cost < best_cost) best_cost = cost, best = {units - rem, s};
-  }
-  return best;
 }
 
 Config default_config(const Problem& pr) {

@@ -42,18 +42,6 @@ inline int splits(int D) {
   return D > 512 ? 2 : 1;
 }
 
-// The last wave's split: a grid of `units` CTAs of equal work, `slots` of them resident at once,
-// ends with units % slots CTAs while the other SMs idle. Those units run as `pieces` ranges of
-// their `pairs` key-block pairs each, merged by a second kernel (pieces = 1: no split). A piece
-// is charged one pair beyond its keys (Q load, ring fill, the fp32 partial); the plan splits
-// only where that saves at least a quarter of a unit's time. Causal units differ in work (and
-// run heaviest first): the bind plans none there.
-struct Tail {
-  int64_t from;  // the first split unit
-  int pieces;
-};
-Tail plan_tail(int64_t units, int64_t slots, int pairs);
-
 // Whether the kernel handles the problem: D and enough query rows.
 Support problem_check(const Problem&);
 

@@ -121,6 +121,32 @@ inline bool qkvo_aligned(const FfpaFwdParams& p, int o_elems) {
 
 // A launch grid of x * y * z blocks; throws Unsupported past CUDA's limits (2^31 - 1, 65535,
 // 65535).
+// The last wave's split: a grid of `units` work units of equal work (CTAs or clusters), `slots` of
+// them resident at once, ends with units % slots units while the other SMs idle. Those units run
+// as `pieces` ranges of their `steps` steps each (key-block pairs of a forward query block, query
+// tiles of a backward key tile), whose partial results a second kernel merges (pieces = 1: no
+// split). A piece is charged one step beyond its own (its prologue and the fp32 partial); the plan
+// splits only where that saves at least a quarter of a unit's time, and ties take fewer pieces.
+// Causal units differ in work: the kernels plan none there.
+struct Tail {
+  int64_t from;  // the first split unit
+  int pieces;
+};
+inline Tail plan_tail(int64_t units, int64_t slots, int steps) {
+  const int64_t rem = slots > 0 ? units % slots : 0;
+  Tail best{units, 1};
+  if (rem == 0 || steps < 2) return best;
+  // In units' times: the last wave unsplit takes 1; split in s, ceil(rem s / slots) waves of
+  // pieces of ceil(steps / s) + 1 steps.
+  double best_cost = 0.75;
+  for (int s = 2; s <= steps && s <= slots; ++s) {
+    const int64_t waves = (rem * s + slots - 1) / slots;
+    const double cost = static_cast<double>(waves) * ((steps + s - 1) / s + 1) / steps;
+    if (cost < best_cost) best_cost = cost, best = {units - rem, s};
+  }
+  return best;
+}
+
 inline dim3 launch_grid(int64_t x, int64_t y, int64_t z) {
   if (x > 0x7fffffff || y > 65535 || z > 65535)
     throw Unsupported("grid too large: " + std::to_string(x) + " x " + std::to_string(y) + " x " +
