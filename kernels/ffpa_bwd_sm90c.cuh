@@ -908,46 +908,12 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
   }
 #endif
 
-  if (slot >= 0) {
-    // A piece: dK (scaled) and dV of its query range in fp32, into its slot ([2][BC][D]).
-    float* pk = p.dkv_partial + (long long)slot * 2 * BC * D;
-    float* pv = pk + BC * D;
-    if (KM) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int key = wq * 16 + (lane >> 2) + h * 8;
-#pragma unroll
-        for (int j = 0; j < DVY; ++j) {
-          const int col = cbase + wg * DQ + j * 8 + (lane & 3) * 2;
-          if (col >= D) continue;
-          *reinterpret_cast<float2*>(pk + key * D + col) =
-              make_float2(dk[0][j][h * 2] * f.scale, dk[0][j][h * 2 + 1] * f.scale);
-          *reinterpret_cast<float2*>(pv + key * D + col) =
-              make_float2(dv[0][j][h * 2], dv[0][j][h * 2 + 1]);
-        }
-      }
-      return;
-    }
-#pragma unroll
-    for (int c = 0; c < DVX; ++c)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int col = cbase + wg * DQ + c * 64 + wq * 16 + (lane >> 2) + h * 8;
-        if (col >= D) continue;
-#pragma unroll
-        for (int n = 0; n < DVY; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int key = key0 - n0 + n * 8 + e;
-            pk[key * D + col] = dk[c][n][h * 2 + e] * f.scale;
-            pv[key * D + col] = dv[c][n][h * 2 + e];
-          }
-      }
-    return;
-  }
-  // dK, dV of the key tile and quarter in the input dtype (zero where no query saw a key).
+  // dK, dV of the key tile and quarter in the input dtype (zero where no query saw a key); a
+  // piece's, of its query range, in fp32 into its slot of dkv_partial ([2][BC][D]).
   u16* dkb = static_cast<u16*>(p.dk) + b * p.dk_batch_stride + kvh * p.dk_head_stride;
   u16* dvb = static_cast<u16*>(p.dv) + b * p.dv_batch_stride + kvh * p.dv_head_stride;
+  float* pk = p.dkv_partial + (long long)slot * 2 * BC * D;
+  float* pv = pk + BC * D;
   if (KM) {  // rows: keys, columns: the quarter's; a pair is two columns of a key (D % 8 == 0)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -957,10 +923,15 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
       for (int j = 0; j < DVY; ++j) {
         const int col = cbase + wg * DQ + j * 8 + (lane & 3) * 2;
         if (col >= D) continue;
-        *reinterpret_cast<u32*>(dkb + (long long)key * p.dk_row_stride + col) =
-            pack2(dk[0][j][h * 2] * f.scale, dk[0][j][h * 2 + 1] * f.scale);
-        *reinterpret_cast<u32*>(dvb + (long long)key * p.dv_row_stride + col) =
-            pack2(dv[0][j][h * 2], dv[0][j][h * 2 + 1]);
+        const float2 k2 = make_float2(dk[0][j][h * 2] * f.scale, dk[0][j][h * 2 + 1] * f.scale);
+        const float2 v2 = make_float2(dv[0][j][h * 2], dv[0][j][h * 2 + 1]);
+        if (slot >= 0) {
+          *reinterpret_cast<float2*>(pk + (key - n0) * D + col) = k2;
+          *reinterpret_cast<float2*>(pv + (key - n0) * D + col) = v2;
+        } else {
+          *reinterpret_cast<u32*>(dkb + (long long)key * p.dk_row_stride + col) = pack2(k2.x, k2.y);
+          *reinterpret_cast<u32*>(dvb + (long long)key * p.dv_row_stride + col) = pack2(v2.x, v2.y);
+        }
       }
     }
     return;
@@ -980,8 +951,13 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
         for (int e = 0; e < 2; ++e) {
           const int key = key0 + n * 8 + e;
           if (key >= f.Nkv) continue;
-          dkb[(long long)key * p.dk_row_stride + col] = (u16)(e ? k2 >> 16 : k2);
-          dvb[(long long)key * p.dv_row_stride + col] = (u16)(e ? v2 >> 16 : v2);
+          if (slot >= 0) {
+            pk[(key - n0) * D + col] = dk[c][n][h * 2 + e] * f.scale;
+            pv[(key - n0) * D + col] = dv[c][n][h * 2 + e];
+          } else {
+            dkb[(long long)key * p.dk_row_stride + col] = (u16)(e ? k2 >> 16 : k2);
+            dvb[(long long)key * p.dv_row_stride + col] = (u16)(e ? v2 >> 16 : v2);
+          }
         }
       }
     }

@@ -625,24 +625,16 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     const int slot = PIECES ? sunit[U_SLOT] : -1;
     const int split = SPLIT == 1 ? 0 : sunit[U_SPLIT];
     const int P0 = split * NPO + (C == 0 ? 0 : NP0);  // the first O panel of this consumer
-    if (slot >= 0) {
-      // A piece: its O (normalized over its own keys) and LSE in fp32, for the merge.
-      const long long prow = (long long)slot * BR + row;
-      if (C == 0 && (lane & 3) == 0) p.lse_partial[prow] = lse;
-#pragma unroll
-      for (int c = 0; c < NO; ++c)
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-          const int col = (P0 + c) * 64 + n * 8 + (lane & 3) * 2;
-          if (col < D)
-            *reinterpret_cast<float2*>(p.o_partial + prow * D + col) =
-                make_float2(o[c][n][h * 2] * inv, o[c][n][h * 2 + 1] * inv);
-        }
-      continue;
-    }
+    // A piece writes its O (normalized over its own keys) and LSE in fp32, for the merge.
+    const long long prow = (long long)slot * BR + row;
     const int b = sunit[U_B], hq = sunit[U_KVH] * p.group + i / p.Nq;
     const int r = i % p.Nq;
-    if (C == 0 && split == 0 && (lane & 3) == 0) p.lse[((long long)b * p.Hq + hq) * p.Nq + r] = lse;
+    if (C == 0 && (lane & 3) == 0) {
+      if (slot >= 0)
+        p.lse_partial[prow] = lse;
+      else if (split == 0)
+        p.lse[((long long)b * p.Hq + hq) * p.Nq + r] = lse;
+    }
     u16* orow =
         static_cast<u16*>(p.o) + b * p.o_batch_stride + hq * p.o_head_stride + r * p.o_row_stride;
 #pragma unroll
@@ -650,9 +642,12 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         const int col = (P0 + c) * 64 + n * 8 + (lane & 3) * 2;
-        if (col < D)
-          *reinterpret_cast<u32*>(orow + col) =
-              pack2(o[c][n][h * 2] * inv, o[c][n][h * 2 + 1] * inv);
+        if (col >= D) continue;
+        const float o0 = o[c][n][h * 2] * inv, o1 = o[c][n][h * 2 + 1] * inv;
+        if (slot >= 0)
+          *reinterpret_cast<float2*>(p.o_partial + prow * D + col) = make_float2(o0, o1);
+        else
+          *reinterpret_cast<u32*>(orow + col) = pack2(o0, o1);
       }
   }
 }

@@ -35,7 +35,8 @@ bool hopper() {
 // problem end with a partial wave the plan splits.
 void expect_close(const Problem& pr, std::optional<bwd90c::Config> cfg = std::nullopt,
                   int sms = 0) {
-  const bwd90c::Config c = cfg ? *cfg : bwd90c::default_config(pr);
+  bwd90c::Config c = cfg ? *cfg : bwd90c::default_config(pr);
+  if (sms && !cfg) c.tail = 1;  // the split under test (off by default)
   expect_backward_close(
       pr, to_string(c.knobs()) + (sms ? " sms=" + std::to_string(sms) : ""),
       [&](const FfpaBwdParams& p, const gpu::DeviceInfo& dev) {

@@ -29,7 +29,8 @@ bool hopper() {
 // problem end with a partial wave the plan splits.
 void expect_close(const Problem& pr, std::optional<fwd90ws::Config> cfg = std::nullopt,
                   int sms = 0) {
-  const fwd90ws::Config c = cfg ? *cfg : fwd90ws::default_config(pr);
+  fwd90ws::Config c = cfg ? *cfg : fwd90ws::default_config(pr);
+  if (sms && !cfg) c.tail = 1;  // the split under test (off by default)
   expect_forward_close(
       pr, to_string(c.knobs()) + (sms ? " sms=" + std::to_string(sms) : ""),
       [&](const FfpaFwdParams& p, const gpu::DeviceInfo& dev) {
@@ -257,6 +258,7 @@ TEST_CASE("sm90ws: the last wave's query blocks split by key range (tail)", "[gp
     expect_close(p, std::nullopt, 11);
     fwd90ws::Config c = fwd90ws::default_config(p);
     c.ahead = 1;
+    c.tail = 1;
     expect_close(p, c, 11);
     c.tail = 0;
     expect_close(p, c, 11);

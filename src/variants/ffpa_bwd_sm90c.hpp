@@ -31,7 +31,8 @@ struct Config {
   int dqlag = 0;    // 1: a tile's last dQ chunk overlaps the next tile's cluster exchange
   int cluster = 2;  // blocks a key tile is split over: 2 (halves of D), or 1 (D at most 320)
   int ksplit = 0;   // 1: phase 1 split by keys between the warpgroups (needed by cluster = 1)
-  int tail = 1;     // 1: the last wave's key tiles split by query range where plan_tail gains
+  int tail = 0;     // 1: the last wave's key tiles split by query range where plan_tail gains (off
+                    // by default until measured on the GPU: docs/notes/ffpa_bwd_sm90c.md step 10)
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
