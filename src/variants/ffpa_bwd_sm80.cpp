@@ -61,7 +61,8 @@ class BwdOp : public Op {
                                              static_cast<unsigned>(cluster), sm_count_),
                                tail->steps);
       const int64_t split = all - t.from;
-      if (split > 0 && split <= ktiles && split * t.pieces <= plane) {
+      // The plane must fit the grid's z (65535) and hold the pieces.
+      if (split > 0 && split <= ktiles && split * t.pieces <= plane && grid_.z < 65535) {
         tail_units_ = split;
         p_.split_from = ktiles - split;
         p_.num_splits = t.pieces;
@@ -287,7 +288,6 @@ std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, cons
       ft.dbias == 3 ? static_cast<size_t>(pr.bias_elems()) * (ft.bias == 1 ? 4 : 2) : 0;
   // Programmatic dependent launch needs sm_90 (the cubins are compiled for the device's arch).
   const Chain chain = dev.sm_major < 9 ? Chain::none : main_waits ? Chain::all : Chain::convert;
-  if (tail) launch_grid(gx, sh.Hkv, sh.B + 1);  // with the tail's plane
   return std::make_unique<BwdOp>(nvrtc::Library(comp.cubin), main_kernel, p, grid, threads, smem,
                                  ft.dbias, dbias_bytes, dev.sm_count, chain, std::move(delta),
                                  std::move(dq_accum), std::move(dbias_accum), tail, cluster);
