@@ -32,6 +32,8 @@
 //                block's columns for 32 of the 64 keys (below); 0: over its own quarter
 //                for all keys. Needed by FFPA_CLUSTER = 1; in a cluster it drops the exchange
 //                in the block
+//   FFPA_TAIL    1: the kernel can run the last wave's key tiles as pieces (below; the host plans
+//                the split); 0: no piece code, whose registers a kernel near the limit lacks
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh
 //
 // Layout of the work: block x = 2 i + rank (rank = the block's rank in its cluster) works on key
@@ -147,7 +149,7 @@ static_assert(BR == ffpa_layout::BwdSm90c::kRows && NT == ffpa_layout::BwdSm90c:
 constexpr float LOG2E = 1.4426950408889634f;
 // Whether the last wave's units may run as pieces (a query range each): never with causal
 // masking (key tiles differ in work).
-constexpr bool PIECES = !FFPA_CAUSAL;
+constexpr bool PIECES = FFPA_TAIL && !FFPA_CAUSAL;
 
 static_assert(D % 8 == 0 && D <= 1024, "D: a multiple of 8, at most 1024");
 static_assert(BC == 32 || BC == 64, "key tiles of 32 or 64");

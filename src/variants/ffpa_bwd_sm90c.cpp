@@ -49,7 +49,7 @@ int part_panels(const Config& c, int D) {
 constexpr Knob<Config> kKnobs[] = {{"bc", &Config::bc},         {"panels", &Config::panels},
                                    {"dqbuf", &Config::dqbuf},   {"xbuf", &Config::xbuf},
                                    {"dqlag", &Config::dqlag},   {"cluster", &Config::cluster},
-                                   {"ksplit", &Config::ksplit}, {"tail", &Config::tail, false}};
+                                   {"ksplit", &Config::ksplit}, {"tail", &Config::tail}};
 
 Support problem_check(const Problem& pr) {
   const int64_t D = pr.shape.D;
@@ -183,7 +183,7 @@ int64_t dq_accum_floats(const Config& c, const Shape& s) {
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
-  // FFPA_BC, FFPA_PANELS, FFPA_DQBUF, FFPA_XBUF, FFPA_DQLAG, FFPA_CLUSTER, FFPA_KSPLIT
+  // FFPA_BC, FFPA_PANELS, FFPA_DQBUF, FFPA_XBUF, FFPA_DQLAG, FFPA_CLUSTER, FFPA_KSPLIT, FFPA_TAIL
   std::vector<std::string> o = knob_defines(kKnobs, c);
   // dq_accum's layout (dq_accum_floats): tiled by parts of that many columns (4 quarters, or 2
   // halves with cluster = 1), or row-major
