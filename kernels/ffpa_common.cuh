@@ -38,6 +38,21 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid)
 __device__ __forceinline__ float lse_log2(float lse) {
   return lse == NEG_INF ? __int_as_float(0x7f800000u) : lse * 1.4426950408889634f;
 }
+// The merge of n partial rows of one query row (split-KV pieces, each normalized by its own
+// softmax): lse = log sum_s exp(lse_s), O = sum_s weight(lse_s) O_s. lse_s = -inf: a piece that
+// saw no key (weight 0); all of them: the row saw none (lse -inf, O zero, `none()`).
+struct LseMerge {
+  float mx = NEG_INF, den = 0.f;
+  // Piece s's lse at lse0[s * stride].
+  __device__ LseMerge(const float* lse0, long long stride, int n) {
+    for (int s = 0; s < n; ++s) mx = fmaxf(mx, lse0[s * stride]);
+    if (!none())
+      for (int s = 0; s < n; ++s) den += __expf(lse0[s * stride] - mx);
+  }
+  __device__ bool none() const { return mx == NEG_INF; }
+  __device__ float lse() const { return none() ? NEG_INF : mx + __logf(den); }
+  __device__ float weight(float lse_s) const { return __expf(lse_s - mx) / den; }
+};
 // Programmatic dependent launch (sm_90; no-ops before): a kernel launched with it
 // (gpu::launch(..., early = true)) may start while the previous kernel of the stream still runs,
 // once that kernel's blocks have all started or called launch_dependents(). It must call

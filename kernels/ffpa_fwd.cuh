@@ -443,19 +443,15 @@ extern "C" __global__ void __launch_bounds__(128) ffpa_merge_kernel(const FfpaFw
   const int r = (int)(row % p.Nq);
   const int hq = (int)(row / p.Nq % p.Hq);
   const int b = (int)(row / p.Nq / p.Hq);
-  float mx = NEG_INF;
-  for (int s = 0; s < p.num_splits; ++s) mx = fmaxf(mx, p.lse_partial[s * rows + row]);
-  float den = 0.f;
-  if (mx != NEG_INF)
-    for (int s = 0; s < p.num_splits; ++s) den += __expf(p.lse_partial[s * rows + row] - mx);
-  if (threadIdx.x == 0) p.lse[row] = mx == NEG_INF ? NEG_INF : mx + __logf(den);
+  const LseMerge m(p.lse_partial + row, rows, p.num_splits);
+  if (threadIdx.x == 0) p.lse[row] = m.lse();
   u16* orow =
       static_cast<u16*>(p.o) + b * p.o_batch_stride + hq * p.o_head_stride + r * p.o_row_stride;
   for (int col = threadIdx.x * 4; col < D; col += 128 * 4) {
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    if (mx != NEG_INF)
+    if (!m.none())
       for (int s = 0; s < p.num_splits; ++s) {
-        const float w = __expf(p.lse_partial[s * rows + row] - mx) / den;
+        const float w = m.weight(p.lse_partial[s * rows + row]);
         const float4 x = *reinterpret_cast<const float4*>(p.o_partial + (s * rows + row) * D + col);
         acc[0] += w * x.x, acc[1] += w * x.y, acc[2] += w * x.z, acc[3] += w * x.w;
       }

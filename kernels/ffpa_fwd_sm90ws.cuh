@@ -782,23 +782,18 @@ extern "C" __global__ void __launch_bounds__(128)
   const int row = blockIdx.y, i = w.m0 + row;
   if (i >= p.group * p.Nq) return;
   const long long prow0 = (long long)blockIdx.x * p.num_splits * BR + row;  // piece 0's row
-  float mx = NEG_INF;
-  for (int s = 0; s < p.num_splits; ++s) mx = fmaxf(mx, p.lse_partial[prow0 + s * BR]);
-  float den = 0.f;
-  if (mx != NEG_INF)
-    for (int s = 0; s < p.num_splits; ++s) den += __expf(p.lse_partial[prow0 + s * BR] - mx);
+  const LseMerge m(p.lse_partial + prow0, BR, p.num_splits);
   const int hq = w.kvh * p.group + i / p.Nq, r = i % p.Nq;
-  if (w.split == 0 && threadIdx.x == 0)
-    p.lse[((long long)w.b * p.Hq + hq) * p.Nq + r] = mx == NEG_INF ? NEG_INF : mx + __logf(den);
+  if (w.split == 0 && threadIdx.x == 0) p.lse[((long long)w.b * p.Hq + hq) * p.Nq + r] = m.lse();
   u16* orow =
       static_cast<u16*>(p.o) + w.b * p.o_batch_stride + hq * p.o_head_stride + r * p.o_row_stride;
   const int hi = min(D, (w.split + 1) * NPO * 64);
   for (int col = w.split * NPO * 64 + threadIdx.x * 2; col < hi; col += 256) {
     float a0 = 0.f, a1 = 0.f;
-    if (mx != NEG_INF)
+    if (!m.none())
       for (int s = 0; s < p.num_splits; ++s) {
         const long long prow = prow0 + s * BR;
-        const float wt = __expf(p.lse_partial[prow] - mx) / den;
+        const float wt = m.weight(p.lse_partial[prow]);
         const float2 x = *reinterpret_cast<const float2*>(p.o_partial + prow * D + col);
         a0 += wt * x.x, a1 += wt * x.y;
       }
