@@ -267,6 +267,11 @@ TEST_CASE("variant ffpa-bwd-sm90c: grid file, support surface", "[bwd90c]") {
   CHECK(v->supports(compile_problem(320), solo, h200()).ok());
   CHECK_THAT(v->supports(compile_problem(512), solo, h200()).reason,
              Catch::Contains("cluster=1 needs D at most 320"));
+  // The last wave is split only without causal masking (refused before compiling).
+  const Problem causal = compile_problem(512, Causal::top_left);
+  bwd90c::Config tail = bwd90c::default_config(causal);
+  tail.tail = 1;
+  CHECK_THROWS_WITH(bwd90c::compile_for(causal, tail, h200()), Catch::Contains("tail=1: causal"));
   gpu::DeviceInfo ampere = h200();
   ampere.sm_major = 8;
   CHECK_THAT(

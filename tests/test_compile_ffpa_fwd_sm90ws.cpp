@@ -190,6 +190,13 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
   const Problem causal = compile_problem(512, Causal::bottom_right);
   CHECK_THROWS_WITH(fwd90ws::compile_for(causal, fwd90ws::Config{18, 2}, h200),
                     Catch::Contains("causal"));
+  // The last wave is split only without causal masking and without a cluster.
+  fwd90ws::Config tail;
+  tail.tail = 1;
+  CHECK_THROWS_WITH(fwd90ws::compile_for(causal, tail, h200), Catch::Contains("tail=1: causal"));
+  tail.cluster = 2;
+  CHECK_THROWS_WITH(fwd90ws::compile_for(compile_problem(512), tail, h200),
+                    Catch::Contains("tail=1: the CTAs of a cluster"));
   // Past D = 512 the two CTAs of a query block hold different O columns: no shared V stream.
   CHECK_THROWS_WITH(fwd90ws::compile_for(compile_problem(1024), fwd90ws::Config{8, 2}, h200),
                     Catch::Contains("different V columns"));

@@ -203,6 +203,11 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
   if (Support s = problem_check(pr); !s.ok()) throw Unsupported(s.reason);
   const int D = static_cast<int>(pr.shape.D);
   if (Support s = check(c, D, dev.smem_per_block_optin); !s.ok()) throw Unsupported(s.reason);
+  // Not a tuning point that would time tail = 0 again (FFPA_TAIL compiles no pieces there).
+  if (c.tail && pr.causal != Causal::none)
+    throw Unsupported(
+        "tail=1: causal key tiles differ in work, the last wave is not split (the same kernel "
+        "as tail=0)");
   nvrtc::Compiled comp = compile(c, bwd::Features::of(pr));
   refuse_spills(comp, "ffpa_bwd_sm90c_kernel");
   return comp;
@@ -213,14 +218,13 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   const nvrtc::Compiled comp = compile_for(pr, c, dev);
   // make_op's grid is ceil(Nkv / (Bc * cluster)) clusters of `cluster` blocks: with Bc = bc /
   // cluster that is one cluster per key tile of bc keys (the kernel's n0 = (x / cluster) * bc).
-  // The last wave's key tiles split by query tiles; causal key tiles differ in work: no split.
+  // The last wave's key tiles split by query tiles (never causal: compile_for).
   const auto& sh = pr.shape;
   const bwd::SplitTail tail{static_cast<int>((sh.group() * sh.Nq + 63) / 64), c.bc,
                             "ffpa_bwd_sm90c_merge_kernel"};
-  const bool split = c.tail && pr.causal == Causal::none;
   return bwd::make_op(pr, comp, "ffpa_bwd_sm90c_kernel", c.bc / c.cluster, Config::threads(),
                       smem_bytes(c, static_cast<int>(sh.D)), params, dev, c.cluster,
-                      dq_accum_floats(c, sh), false, split ? &tail : nullptr);
+                      dq_accum_floats(c, sh), false, c.tail ? &tail : nullptr);
 }
 
 }  // namespace ffpa::bwd90c

@@ -190,6 +190,14 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
     throw Unsupported("cluster=" + std::to_string(c.cluster) +
                       ": the CTAs of a cluster share the key stream, causal blocks differ in "
                       "length");
+  // The split has no effect there: a tuning point that would time tail = 0 again.
+  if (c.tail && pr.causal != Causal::none)
+    throw Unsupported(
+        "tail=1: causal query blocks differ in work, the last wave is not split (the same "
+        "kernel as tail=0)");
+  if (c.tail && c.cluster > 1)
+    throw Unsupported("tail=1: the CTAs of a cluster share the key stream, the last wave is not "
+                      "split (the same kernel as tail=0)");
   nvrtc::Compiled comp = compile(c, fwd::Features::of(pr));
   refuse_spills(comp, kKernel);
   return comp;
@@ -217,8 +225,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
   const int64_t units = (blocks + c.cluster - 1) / c.cluster * c.cluster *
                         splits(static_cast<int>(sh.D)) * sh.Hkv * sh.B;
   const int pairs = static_cast<int>((sh.Nkv + 127) / 128);
-  const bool tail = c.tail && c.cluster == 1 && pr.causal == Causal::none;
-  return std::make_unique<Fwd90wsOp>(nvrtc::Library(comp.cubin), p, tk, tv, units, tail, pairs,
+  return std::make_unique<Fwd90wsOp>(nvrtc::Library(comp.cubin), p, tk, tv, units, c.tail, pairs,
                                      c.cluster, smem_bytes(c, static_cast<int>(sh.D)),
                                      dev.sm_count);
 }
