@@ -23,6 +23,7 @@
 //   FFPA_KB      keys of a tile: 16, 32 or 64
 //   FFPA_STAGES  tiles in flight: 2 or 3
 //   FFPA_BLOCKS  blocks an SM the registers are budgeted for (launch bounds): 1 to 3, 0 = by D
+//   FFPA_ROWS    the group's query rows (group x Nq, 1 to 16): how the S phase's warps split
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh
 //
 // Per tile (256 threads, 8 warps):
@@ -52,10 +53,20 @@ constexpr int KB = FFPA_KB;
 constexpr int ST = FFPA_STAGES;
 constexpr int R = ffpa_layout::BwdDecode::kRows;
 constexpr int NT = ffpa_layout::BwdDecode::kThreads;
-constexpr int G = D / 8;                   // 16-byte granules of a row
-constexpr int KO = KB / 8;                 // key octets of a tile
-constexpr int NRG = NT / 32 / KO;          // row groups of S and dP (warps of a key octet)
-constexpr int RJ = R / NRG;                // rows of a thread in S and dP
+constexpr int G = D / 8;           // 16-byte granules of a row
+constexpr int KO = KB / 8;         // key octets of a tile
+constexpr int NRG = NT / 32 / KO;  // row groups of S and dP (warps of a key octet)
+constexpr int RJ = R / NRG;        // rows of a thread in S and dP
+// Row groups that hold a row (a power of two); with fewer rows than row groups (decode without
+// GQA: one row) the idle ones split D instead, DSPLIT parts.
+__host__ __device__ constexpr int row_groups() {
+  int n = 1;
+  while (n < FFPA_ROWS && n < NRG) n *= 2;
+  return n;
+}
+constexpr int NRH = row_groups();
+constexpr int DSPLIT = NRG / NRH;
+constexpr int RJS = DSPLIT > 1 ? 1 : RJ;   // rows of a thread in S and dP that can hold a row
 constexpr int QS = (R * G + NT - 1) / NT;  // (row, granule) pairs of dQ a thread holds at most
 // By D: two blocks an SM at D <= 512 (128 registers a thread), one (8 warps) above. Three (85
 // registers) put a third block's warps beside the two whose barriers stall the SM (ncu: the
@@ -197,22 +208,28 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec::NT, ffpa_bwd_dec::MIN
     const u16* sK = reinterpret_cast<const u16*>(smem + (j % ST) * 2 * L.kv);
     const u16* sV = reinterpret_cast<const u16*>(smem + (j % ST) * 2 * L.kv + L.kv);
 
-    // S and dP of key kk and rows rg + NRG jj, summed over the lane's chunk of granules.
+    // S and dP of key kk and rows rg + NRG jj, summed over the lane's chunk of granules. With
+    // fewer rows than row groups (decode without GQA: one row) the idle row groups split D
+    // instead: part dpart of DSPLIT takes every DSPLIT-th set of 4 granules, and the parts'
+    // sums meet in shared memory.
     {
-      const int c = lane >> 3, kk = (warp % KO) * 8 + (lane & 7), rg = warp / KO;
-      float s[RJ], dp[RJ];
+      const int c = lane >> 3, kk = (warp % KO) * 8 + (lane & 7);
+      // (warp / KO < NRG: without the split, rg and dpart need no division by NRH)
+      const int rg = DSPLIT == 1 ? warp / KO : warp / KO % NRH;
+      const int dpart = DSPLIT == 1 ? 0 : warp / KO / NRH;
+      float s[RJS], dp[RJS];
 #pragma unroll
-      for (int jj = 0; jj < RJ; ++jj) s[jj] = dp[jj] = 0.f;
+      for (int jj = 0; jj < RJS; ++jj) s[jj] = dp[jj] = 0.f;
       if (live && rg < rows) {
         const uint4* kr = reinterpret_cast<const uint4*>(sK + kk * DS);
         const uint4* vr = reinterpret_cast<const uint4*>(sV + kk * DS);
 #pragma unroll 2
-        for (int g = c; g < G; g += 4) {
+        for (int g = dpart * 4 + c; g < G; g += 4 * DSPLIT) {
           float k8[8], v8[8];
           unpack8(kr[g], k8);
           unpack8(vr[g], v8);
 #pragma unroll
-          for (int jj = 0; jj < RJ; ++jj) {
+          for (int jj = 0; jj < RJS; ++jj) {
             const int i = rg + jj * NRG;
             if (i < rows) {
               float q8[8], o8[8];
@@ -227,7 +244,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec::NT, ffpa_bwd_dec::MIN
           }
         }
 #pragma unroll
-        for (int jj = 0; jj < RJ; ++jj)
+        for (int jj = 0; jj < RJS; ++jj)
           if (rg + jj * NRG < rows) {  // warp-uniform
             s[jj] += __shfl_xor_sync(0xffffffffu, s[jj], 8);
             s[jj] += __shfl_xor_sync(0xffffffffu, s[jj], 16);
@@ -235,13 +252,27 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec::NT, ffpa_bwd_dec::MIN
             dp[jj] += __shfl_xor_sync(0xffffffffu, dp[jj], 16);
           }
       }
+      if (DSPLIT > 1) {  // then a warp has one row (jj = 0), rows <= NRH
+        // Part d's sums of (row rg, key kk) at row d * NRH + rg of sPd / sDs: part 0's slot is
+        // its own element's, the others' lie past every row that the step below writes.
+        if (live && rg < rows && c == 0) {
+          sPd[(dpart * NRH + rg) * KB + kk] = s[0];
+          sDs[(dpart * NRH + rg) * KB + kk] = dp[0];
+        }
+        __syncthreads();
+        if (live && rg < rows && c == 0 && dpart == 0)
+          for (int d = 1; d < DSPLIT; ++d) {
+            s[0] += sPd[(d * NRH + rg) * KB + kk];
+            dp[0] += sDs[(d * NRH + rg) * KB + kk];
+          }
+      }
       // P, dS of the elements, row jj by chunk lane jj % 4 (masked: past Nkv, causal; a row
       // without gradient has P = 0).
       const int key = n0 + kk;
 #pragma unroll
-      for (int jj = 0; jj < RJ; ++jj) {
+      for (int jj = 0; jj < RJS; ++jj) {
         const int i = rg + jj * NRG;
-        if (i >= rows || (jj & 3) != c) continue;
+        if (i >= rows || (jj & 3) != c || dpart != 0) continue;
         float pd = 0.f, ds = 0.f;
         if (key < f.Nkv) {
           const int hq = hq_of(i), r = i % f.Nq;

@@ -14,7 +14,7 @@ struct BwdDecode {
                // of 8 consecutive keys' granules)
   int kv;      // bytes of one stage's K or V tile (kb rows); stage s: K at s * 2 * kv, V after it
   int q, o;    // the group's query rows (`rows` of them), loaded once
-  int pd, ds;  // P (dropped, scaled) and dS of the current tile, fp32 [rows][kb]
+  int pd, ds;  // P (dropped, scaled) and dS of the current tile, fp32 [rows][kb] (or more)
   int stats;   // per row (kRows): lse * log2(e) (+inf: no gradient), then delta
   int bytes;   // dynamic shared memory of a launch
 };
@@ -28,7 +28,10 @@ FFPA_LAYOUT_FN BwdDecode bwd_decode_layout(int d, int kb, int stages, int rows) 
   l.stride = d + 8;
   l.kv = kb * l.stride * 2;
   const int staged = stages * 2 * l.kv, scratch = L::kThreads * 32;
-  const int qo = rows * l.stride * 2, pf = rows * kb * 4;
+  // pd and ds also take the partial S and dP sums (a key each) of the row groups that split D
+  // when the rows are fewer than them: kThreads / 32 / (kb / 8) groups.
+  const int parts = L::kThreads / 32 * 8 / kb;
+  const int qo = rows * l.stride * 2, pf = (rows > parts ? rows : parts) * kb * 4;
   l.q = staged > scratch ? staged : scratch;
   l.o = l.q + qo;
   l.pd = l.o + qo;

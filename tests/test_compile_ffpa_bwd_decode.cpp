@@ -28,12 +28,13 @@ Problem decode_problem(int D, Causal causal = Causal::none) {
   return p;
 }
 
-void compile_clean(const bwd_decode::Config& c, const bwd::Features& f, const std::string& arch) {
-  INFO("D=" << f.D << " " << to_string(c.knobs()) << (f.bf16 ? " bf16" : " fp16")
-            << " causal=" << f.causal << " bias=" << f.bias << " dbias=" << f.dbias
-            << " dropout=" << f.dropout << " " << arch);
+void compile_clean(const bwd_decode::Config& c, const bwd::Features& f, const std::string& arch,
+                   int rows = 1) {
+  INFO("D=" << f.D << " " << to_string(c.knobs()) << " rows=" << rows
+            << (f.bf16 ? " bf16" : " fp16") << " causal=" << f.causal << " bias=" << f.bias
+            << " dbias=" << f.dbias << " dropout=" << f.dropout << " " << arch);
   REQUIRE(bwd_decode::check(c, f.D, 227 * 1024).ok());
-  const nvrtc::Compiled comp = bwd_decode::compile(c, f, arch);
+  const nvrtc::Compiled comp = bwd_decode::compile(c, f, rows, arch);
   INFO(comp.log);
   test::check_clean(comp, {"ffpa_bwd_pre_kernel", kMain, "ffpa_bwd_convert_kernel"});
 }
@@ -73,12 +74,14 @@ TEST_CASE("bwd-decode configurations compile without spills", "[nvrtc][bwd-decod
           q.bias = BiasKind::full;
           compile_clean(c, bwd::Features::of(q), arch);
         }
-      // Three blocks an SM (85 registers) with 16-key tiles, up to D = 512, plain and causal.
+      // Three blocks an SM (85 registers) with 16-key tiles, up to D = 512, plain and causal;
+      // one row (4 parts of D), two (2 parts) and a GQA group of 4 (none).
       if (D <= 512)
         for (int stages : {2, 3})
           for (Causal causal : {Causal::none, Causal::bottom_right})
-            compile_clean(bwd_decode::Config{16, stages, 0, 3},
-                          bwd::Features::of(decode_problem(D, causal)), arch);
+            for (int rows : {1, 2, 4})
+              compile_clean(bwd_decode::Config{16, stages, 0, 3},
+                            bwd::Features::of(decode_problem(D, causal)), arch, rows);
     }
 }
 
@@ -116,15 +119,16 @@ TEST_CASE("bwd-decode configuration checks and support surface", "[bwd-decode]")
   CHECK(bwd_decode::check(c, 512, smem).ok());
   // blocks is the kernel's (its launch bounds): a macro, one cubin each.
   const bwd::Features f512 = bwd::Features::of(decode_problem(512));
-  CHECK(bwd_decode::nvrtc_options(c, f512) !=
-        bwd_decode::nvrtc_options(bwd_decode::Config{}, f512));
+  CHECK(bwd_decode::nvrtc_options(c, f512, 1) !=
+        bwd_decode::nvrtc_options(bwd_decode::Config{}, f512, 1));
   c = bwd_decode::Config{};
   c.splits = -1;
   CHECK_THAT(bwd_decode::check(c, 512, smem).reason, Catch::Contains("splits"));
   // splits is the host's: it is no macro of the kernel (one cubin for every count).
   c.splits = 8;
   const bwd::Features ft = bwd::Features::of(decode_problem(512));
-  CHECK(bwd_decode::nvrtc_options(c, ft) == bwd_decode::nvrtc_options(bwd_decode::Config{}, ft));
+  CHECK(bwd_decode::nvrtc_options(c, ft, 1) ==
+        bwd_decode::nvrtc_options(bwd_decode::Config{}, ft, 1));
 
   auto v = make_ffpa_bwd_decode();
   CHECK(v->name() == "ffpa-bwd-decode");

@@ -91,15 +91,17 @@ Support check(const Config& c, int D, int smem_limit) {
   return check_resources(smem_bytes(c, D), smem_limit, Config::threads(), 128);
 }
 
-std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
+std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f, int rows) {
   std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_KB, FFPA_STAGES, FFPA_BLOCKS
   const std::vector<std::string> fd = f.defines();
   o.insert(o.end(), fd.begin(), fd.end());
+  o.push_back("-DFFPA_ROWS=" + std::to_string(rows));
   return o;
 }
 
-nvrtc::Compiled compile(const Config& c, const bwd::Features& f, const std::string& arch) {
-  return nvrtc::compile("ffpa_bwd_decode.cuh", nvrtc_options(c, f), arch);
+nvrtc::Compiled compile(const Config& c, const bwd::Features& f, int rows,
+                        const std::string& arch) {
+  return nvrtc::compile("ffpa_bwd_decode.cuh", nvrtc_options(c, f, rows), arch);
 }
 
 nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
@@ -107,7 +109,9 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
   if (Support s = problem_check(pr); !s.ok()) throw Unsupported(s.reason);
   const int D = static_cast<int>(pr.shape.D);
   if (Support s = check(c, D, dev.smem_per_block_optin); !s.ok()) throw Unsupported(s.reason);
-  nvrtc::Compiled comp = compile(c, bwd::Features::of(pr), fwd::target_arch(dev));
+  nvrtc::Compiled comp =
+      compile(c, bwd::Features::of(pr), static_cast<int>(pr.shape.group() * pr.shape.Nq),
+              fwd::target_arch(dev));
   refuse_spills(comp, "ffpa_bwd_decode_kernel");
   return comp;
 }

@@ -57,9 +57,11 @@ int resident_blocks(int smem, int regs, const gpu::DeviceInfo&);
 // only to fill the GPU: a wave that is only partly full leaves SMs idle while the rest finish.
 int auto_splits(int64_t heads, int64_t tiles, int stages, int64_t slots);
 
-std::vector<std::string> nvrtc_options(const Config&, const bwd::Features&);
+// rows: the group's query rows (group x Nq, 1 to 16), FFPA_ROWS: with fewer rows than the S
+// phase's row groups the idle groups split D (a cubin per row count).
+std::vector<std::string> nvrtc_options(const Config&, const bwd::Features&, int rows);
 // Compiles (or reads from the cubin cache) for `arch`.
-nvrtc::Compiled compile(const Config&, const bwd::Features&, const std::string& arch);
+nvrtc::Compiled compile(const Config&, const bwd::Features&, int rows, const std::string& arch);
 
 // What bind() compiles for the problem on the device; needs no GPU. Throws Unsupported for a
 // problem the kernel refuses, when the configuration does not fit or ptxas spilled.
