@@ -3,8 +3,11 @@
 // ahead-of-time compilation (precompile, --compile-only) needs no GPU either.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 
+#include "core/build_info.hpp"
+#include "core/error.hpp"
 #include "ffpa_support.hpp"
 #include "gpu/nvrtc.hpp"
 #include "runner/runner.hpp"
@@ -101,6 +104,25 @@ TEST_CASE("the cubin cache returns what was compiled", "[nvrtc]") {
   CHECK(second.info.at("ffpa_fwd_kernel").registers == first.info.at("ffpa_fwd_kernel").registers);
   c.stages = 2;  // other options, other entry
   CHECK_FALSE(fwd::compile(c, fwd::Features::of(p), "sm_80").cached);
+}
+
+// A cubin's key covers the kernel's own sources only: a change to another family's kernel
+// leaves it valid.
+TEST_CASE("the cubin key hashes the main file and what it includes", "[nvrtc]") {
+  const std::vector<std::string> files = kernel_source_files("ffpa_fwd.cuh");
+  auto has = [&](const char* f) { return std::count(files.begin(), files.end(), f) == 1; };
+  CHECK(has("ffpa_fwd.cuh"));
+  CHECK(has("ffpa_common.cuh"));
+  CHECK(has("philox.cuh"));  // through ffpa_common.cuh
+  CHECK(has("params.h"));
+  CHECK_FALSE(has("ffpa_bwd.cuh"));
+  CHECK_FALSE(has("ffpa_fwd_sm90ws.cuh"));
+  CHECK(std::is_sorted(files.begin(), files.end()));
+  const uint64_t fwd = kernel_source_hash("ffpa_fwd.cuh");
+  CHECK(fwd == kernel_source_hash("ffpa_fwd.cuh"));
+  CHECK(fwd != kernel_source_hash("ffpa_fwd_sm90ws.cuh"));
+  CHECK(fwd != kernel_source_hash());
+  CHECK_THROWS_AS(kernel_source_files("no_such_kernel.cuh"), RunError);
 }
 
 TEST_CASE("variant ffpa-fwd-sm80: grid file, support surface", "[nvrtc]") {

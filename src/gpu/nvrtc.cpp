@@ -166,7 +166,7 @@ Compiled compile(const std::string& main_file, const std::vector<std::string>& o
   opts.insert(opts.end(), options.begin(), options.end());
 
   uint64_t h = 1469598103934665603ull;
-  h = fnv1a(h, std::to_string(kernel_source_hash()));
+  h = fnv1a(h, std::to_string(kernel_source_hash(main_file)));
   h = fnv1a(h, version());
   h = fnv1a(h, main_file);
   for (const auto& o : opts) h = fnv1a(h, o);

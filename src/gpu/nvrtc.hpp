@@ -33,11 +33,11 @@ struct Compiled {
 
 // Compiles a translation unit that includes the embedded file `main_file`, for `arch` ("sm_80",
 // "sm_90a"), with extra NVRTC options (e.g. "-DFFPA_D=512"). Every embedded file can be included.
-// Results are cached under cache_dir() keyed by kernel_source_hash(), the options, the arch and
-// the NVRTC version: <key>.cubin, <key>.log and <key>.sha256 (sizes and SHA-256 of both, written
-// last); an entry whose files do not match it is compiled again and replaced. Thread-safe; a key
-// being compiled by another thread is waited for, not compiled twice. Throws RunError with the log
-// when compilation fails.
+// Results are cached under cache_dir() keyed by kernel_source_hash(main_file), the options, the
+// arch and the NVRTC version: <key>.cubin, <key>.log and <key>.sha256 (sizes and SHA-256 of both,
+// written last); an entry whose files do not match it is compiled again and replaced. Thread-safe;
+// a key being compiled by another thread is waited for, not compiled twice. Throws RunError with
+// the log when compilation fails.
 Compiled compile(const std::string& main_file, const std::vector<std::string>& options,
                  const std::string& arch);
 
