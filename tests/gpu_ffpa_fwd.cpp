@@ -47,6 +47,15 @@ TEST_CASE("head dims 32..1024, not only multiples of 64", "[gpu]") {
 TEST_CASE("cross-attention and decode with split-KV", "[gpu]") {
   expect_close(make(1, 2, 2, 70, 333, 512));
   expect_close(make(2, 3, 3, 1, 1000, 512));  // auto splits
+  // Decode's default (wider key tiles): a group of 16 rows, Nq = 4 with a group of 4, odd
+  // lengths, D = 320, fp16, causal with a bias and dropout.
+  expect_close(make(1, 16, 1, 1, 1001, 320));
+  expect_close(make(2, 8, 2, 4, 777, 512, Dtype::fp16));
+  Problem d = make(1, 4, 4, 1, 999, 320);
+  d.causal = Causal::bottom_right;
+  d.bias = BiasKind::full;
+  d.dropout = 0.1;
+  expect_close(d);
   fwd::Config c;
   c.splits = 5;
   expect_close(make(1, 4, 2, 1, 777, 512), c);

@@ -92,6 +92,26 @@ TEST_CASE("default configurations compile for sm_80 and sm_90a without spills", 
             }
 }
 
+// Decode's default (wider key tiles, split-KV) with every feature, GQA groups up to 16 rows.
+TEST_CASE("decode default configurations compile without spills", "[nvrtc]") {
+  test::FreshCache cache;
+  for (int D : {320, 512, 1024})
+    for (Causal causal : {Causal::none, Causal::bottom_right})
+      for (BiasKind bias : {BiasKind::none, BiasKind::key, BiasKind::full})
+        for (double dropout : {0.0, 0.1}) {
+          Problem p = compile_problem(D, causal);
+          p.shape.Nq = 1;
+          p.shape.Hkv = 2;  // a group of 16
+          p.bias = bias;
+          p.dropout = dropout;
+          const fwd::Config c = fwd::default_config(p);
+          CHECK(fwd::resolve_splits(c, p, 132) > 1);
+          fwd::Features f = fwd::Features::of(p);
+          f.split = true;
+          compile_clean(c, f, "sm_90a");
+        }
+}
+
 TEST_CASE("the cubin cache returns what was compiled", "[nvrtc]") {
   test::FreshCache cache;
   const Problem p = compile_problem(128);

@@ -31,6 +31,10 @@ struct Config {
   int threads() const { return Wm * Wn * 32; }
 };
 
+// Query rows of a kv head (group x Nq) up to which a problem is decode: its default streams
+// K and V in wider tiles.
+constexpr int64_t kDecodeRows = 16;
+
 // What the compiled kernel is specialised on besides the knobs.
 struct Features {
   int D = 512;
