@@ -113,9 +113,10 @@ Config default_config(const Problem& pr) {
     // with a bias or causal+dropout).
     if (pr.shape.D % 128 == 0) c.Kd = 128, c.stages = 3;
   } else if (pr.shape.group() * pr.shape.Nq <= kDecodeRows) {
-    // Decode streams K and V once (split-KV): more bytes in flight a block. At D = 320 on an H100
-    // 0.139 ms against 0.151 for the fast grid's best (Bc = 64); at D = 512 within 1 % of the
-    // best point (docs/notes/ffpa_fwd.md).
+    // Decode streams K and V once (split-KV): 128-key tiles halve the tiles a block walks, and
+    // their barriers and softmax steps (more splits did not help). At D = 320 on an H100 0.139 ms
+    // against 0.151 for the fast grid's best (Bc = 64); at D = 512 within 1 % of the best point
+    // (docs/notes/ffpa_fwd.md).
     c.Br = 32, c.Bc = 128, c.Kd = 128;
   }
   return c;
