@@ -29,6 +29,10 @@
 //   FFPA_AHEAD    1 (with dropout): each consumer draws the keep bits of its next key block a pair
 //                 ahead, under PV groups it holds in flight (the seesaw: its own PV; lock-step:
 //                 half under each PV), so no softmax draws
+//   FFPA_KMASK    1 (with dropout): the keep bits come from the keep mask that
+//                 ffpa_fwd_sm90ws_keep_kernel draws before the forward (a word a thread and key
+//                 block, loaded a pair ahead): the Philox rounds run in a launch of their own on
+//                 every scheduler instead of in the consumers' softmax, beside nothing
 //
 // A CTA holds 64 query rows (of the packed group * Nq rows of one kv head) and walks the keys in
 // pairs of 64-key blocks. Consumer c (0 or 1) owns block 2t + c of pair t:
@@ -79,6 +83,7 @@ constexpr bool SEESAW = FFPA_SEESAW;
 // Keep bits drawn under tensor work: the softmaxes lie in the pair's chain, the draws then do
 // not.
 constexpr bool AHEAD = FFPA_AHEAD && FFPA_DROPOUT;
+constexpr bool KMASK = FFPA_KMASK && FFPA_DROPOUT;
 constexpr bool LEAD = SEESAW && FFPA_LEAD;
 constexpr int DP = (D + 63) / 64 * 64;  // zero-filled past D (TMA and the Q load)
 constexpr int NP = DP / 64;             // 64-column panels of Q and K
@@ -116,6 +121,7 @@ static_assert(R % 2 == 0 && RC >= 2, "two rings of at least two slots");
 static_assert(RC >= NP1, "consumer 1's ring holds its V panels of a block");
 // Drawing ahead, consumer 0 holds its P_0 V_2t groups in flight too.
 static_assert(!(AHEAD || LEAD) || RC >= NP0, "consumer 0's ring holds its V panels of a block");
+static_assert(!(AHEAD && KMASK), "the keep bits are drawn ahead or read from the mask, not both");
 
 // Named barriers (0 is __syncthreads): consumer 0's P and maximum published (consumer 0 arrives,
 // consumer 1 waits), consumer 1's (the other way round), Q and the row table loaded, the row
@@ -290,7 +296,7 @@ __device__ __forceinline__ void retire_pv(const Ring& ring, int t, int i, int np
 }
 
 // The CTA's unit in shared memory, sunit[U_...] (consume reads it where it uses it).
-enum : int { U_M0, U_KVH, U_B, U_SPLIT, U_JB, U_SLOT };
+enum : int { U_M0, U_KVH, U_B, U_SPLIT, U_JB, U_SLOT, U_NTILE };
 __device__ __forceinline__ int first_block(const int* sunit) {  // of the CTA's key range
   return PIECES ? sunit[U_JB] : 0;
 }
@@ -364,6 +370,19 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
   if (AHEAD && npairs > 0)
     keep = dropout_keep_bits<8, 1>(sdrop->seed, pos((first_block(sunit) + C) * BC + (lane & 3) * 2),
                                    sdrop->kmin, lane);
+  // KMASK: this thread's word of key block j; none past the block's last tile (an odd count's
+  // last block, masked out entirely) or for a cluster's padding CTA past the rows.
+  auto mask_word = [&](int j) -> u32 {
+    const int m0 = sunit[U_M0];
+    if (m0 >= rows_total || j >= sunit[U_NTILE]) return 0u;
+    const auto km = ffpa_layout::fwd_sm90ws_keep(p.B, p.Hkv, rows_total, p.Nkv);
+    const long long rb = ((long long)sunit[U_B] * p.Hkv + sunit[U_KVH]) * km.row_blocks + m0 / BR;
+    return __ldg(p.keep_mask + (rb * km.key_blocks + j) * km.kKeepWords + t128);
+  };
+  if (KMASK) {
+    grid_dependency_wait();  // the keep kernel wrote the mask (chained by programmatic launch)
+    keep = mask_word(first_block(sunit) + C);
+  }
 #endif
 
   // Consumer 0 in the seesaw: consumer 1's maximum (rarely above this one's) and P_1 of pair
@@ -393,6 +412,10 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
 
   for (int t = 0; t < npairs; ++t) {
     const int j = first_block(sunit) + 2 * t + C;  // this consumer's key block
+#if FFPA_DROPOUT
+    // KMASK: the next pair's word, a pair ahead of its use (the mask is read from HBM).
+    const u32 keep_next = KMASK && t + 1 < npairs ? mask_word(j + 2) : 0u;
+#endif
 
     // S = Q K_j^T: one group per K panel; a panel's slot is released once the group that read
     // it retired (wait<1> after the next group is committed).
@@ -516,7 +539,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
 #if FFPA_DROPOUT
     {
       // In lock-step drawn here, once S is dead, so the Philox state does not compete with it.
-      if (!AHEAD) keep = draw(key0);
+      if (!AHEAD && !KMASK) keep = draw(key0);
 #pragma unroll
       for (int n = 0; n < 8; ++n)
 #pragma unroll
@@ -598,6 +621,9 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       named_arrive(BAR_P1, 256);
       pv_own();
     }
+#if FFPA_DROPOUT
+    if (KMASK) keep = keep_next;
+#endif
   }
   if (LEADS<C> && npairs > 0) pv_p1(npairs - 1, -1, false);
 #pragma unroll
@@ -744,7 +770,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
     if (tid == 128) {
       *sdrop = {p.dropout_seed, p.dropout_keep_min};
       sunit[U_M0] = m0, sunit[U_KVH] = kvh, sunit[U_B] = b, sunit[U_SPLIT] = split;
-      sunit[U_JB] = jb, sunit[U_SLOT] = slot;
+      sunit[U_JB] = jb, sunit[U_SLOT] = slot, sunit[U_NTILE] = ntile;
     }
     {
       const u16* qb = static_cast<const u16*>(p.q) + b * p.q_batch_stride;
@@ -800,3 +826,40 @@ extern "C" __global__ void __launch_bounds__(128)
     *reinterpret_cast<u32*>(orow + col) = pack2(a0, a1);
   }
 }
+
+#if FFPA_DROPOUT && FFPA_KMASK
+// The keep mask (ffpa_fwd_sm90ws_layout.h, FwdSm90wsKeep), launched before the forward: a CTA of
+// 128 threads per (row block, KEEP_BLOCKS key blocks), thread t drawing the word consumer thread
+// t of that row block draws in the forward without the mask (the same rows, stream positions and
+// dropout_keep_bits), for the key blocks the row block sees (causal: up to its last tile). Its
+// dependants may start at once: the forward's producers fill their rings while it runs, and its
+// consumers wait for it before they read the mask.
+namespace ffpa_fwd90ws {
+constexpr int KEEP_BLOCKS = 8;  // key blocks a CTA draws (one row table for all of them)
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+    ffpa_fwd_sm90ws_keep_kernel(const __grid_constant__ FfpaFwdParams p) {
+  using namespace ffpa_fwd90ws;
+  launch_dependents();
+  const int rows_total = p.group * p.Nq;
+  const auto km = ffpa_layout::fwd_sm90ws_keep(p.B, p.Hkv, rows_total, p.Nkv);
+  const long long rb = blockIdx.x;  // (b * Hkv + kvh) * row_blocks + m0 / BR
+  const int m0 = (int)(rb % km.row_blocks) * BR;
+  const int kvh = (int)(rb / km.row_blocks % p.Hkv), b = (int)(rb / km.row_blocks / p.Hkv);
+  const int ntile = block_span<BR, BC>(p, m0, rows_total).tiles;
+  const int t = threadIdx.x, lane = t & 31, wq = t >> 5;
+  // The consumer's pos(): its row table clamps rows past the last to it.
+  const int i = min(m0 + wq * 16 + (lane >> 2) + (lane & 1) * 8, rows_total - 1);
+  const int hq = kvh * p.group + i / p.Nq, q = i % p.Nq;
+  const unsigned long long g0 =
+      p.dropout_offset +
+      (((unsigned long long)b * p.Hq + hq) * p.Nq + q) * (unsigned long long)p.Nkv +
+      (lane & 3) * 2 - (lane & 1) * 2;
+  u32* out = p.keep_mask + rb * km.key_blocks * km.kKeepWords + t;
+  const int j_end = min(ntile, (int)(blockIdx.y + 1) * KEEP_BLOCKS);
+  for (int j = blockIdx.y * KEEP_BLOCKS; j < j_end; ++j)
+    out[(long long)j * km.kKeepWords] = dropout_keep_bits<8>(
+        p.dropout_seed, g0 + (unsigned long long)j * BC, p.dropout_keep_min, lane);
+}
+#endif

@@ -38,4 +38,25 @@ FFPA_LAYOUT_FN FwdSm90ws fwd_sm90ws_layout(int dp, int slots) {
   return l;
 }
 
+// The keep mask (knob kmask): the dropout keep bits of every key block a CTA sees, drawn by
+// ffpa_fwd_sm90ws_keep_kernel before the forward. A word per consumer thread and key block, in
+// the bit order the thread applies them (dropout_keep_bits): word
+// (row_block * key_blocks + key_block) * kKeepWords + thread, row_block = (b * Hkv + kvh) *
+// row_blocks + m0 / kRows over the packed group * Nq rows of each kv head.
+struct FwdSm90wsKeep {
+  static constexpr int kKeepWords = 128;  // a consumer warpgroup's threads
+  long long row_blocks;                   // of a kv head: ceil(group * Nq / kRows)
+  long long key_blocks;                   // ceil(Nkv / kKeys)
+  long long words;                        // of the whole mask
+};
+FFPA_LAYOUT_FN FwdSm90wsKeep fwd_sm90ws_keep(long long B, long long Hkv, long long rows,
+                                             long long Nkv) {
+  using L = FwdSm90ws;
+  FwdSm90wsKeep k{};
+  k.row_blocks = (rows + L::kRows - 1) / L::kRows;
+  k.key_blocks = (Nkv + L::kKeys - 1) / L::kKeys;
+  k.words = B * Hkv * k.row_blocks * k.key_blocks * FwdSm90wsKeep::kKeepWords;
+  return k;
+}
+
 }  // namespace ffpa_layout

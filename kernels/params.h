@@ -27,6 +27,9 @@ struct FfpaFwdParams {
   unsigned int dropout_keep_min;
   float dropout_scale;  // 1 / (1 - p)
   unsigned long long dropout_seed, dropout_offset;
+  // ffpa-fwd-sm90ws with kmask: the keep bits drawn ahead by its keep kernel
+  // (ffpa_fwd_sm90ws_layout.h, FwdSm90wsKeep); null otherwise.
+  unsigned int* keep_mask;
   // Split-KV (decode): partial outputs in fp32, merged by a second kernel.
   int num_splits;
   float* o_partial;    // [num_splits, B, Hq, Nq, D]

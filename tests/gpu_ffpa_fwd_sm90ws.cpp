@@ -236,6 +236,61 @@ TEST_CASE("sm90ws: bias and dropout, D 320 and 512", "[gpu]") {
   expect_close(p, fwd90ws::Config{18, 2, 1});
 }
 
+// The keep bits drawn before the forward into the mask (kmask): both protocols, the lengths off
+// the tile grid (an odd key-block count: the last pair's second block past the mask), GQA with
+// B > 1, causal both alignments (blocks past the diagonal never drawn), a bias beside it, D = 320
+// with either odd O panel owner, D = 1024 (two CTAs a query block read one mask), a cluster's
+// padding CTA past the rows, the last wave's pieces (key ranges from their first block), both
+// dtypes. The tests' dropout offset is not a multiple of 4 (the straddling Philox blocks).
+TEST_CASE("sm90ws: dropout keep bits from the mask (kmask=1)", "[gpu]") {
+  if (!hopper()) return;
+  auto cfg = [](const Problem& p, int seesaw) {
+    fwd90ws::Config c = fwd90ws::default_config(p);
+    c.seesaw = seesaw;
+    c.kmask = 1;
+    return c;
+  };
+  for (int seesaw : {0, 1}) {
+    for (Dtype dt : {Dtype::bf16, Dtype::fp16})
+      for (int n : {128, 1000}) {
+        Problem p = make(1, 2, 2, n, n, 512, dt);
+        p.dropout = 0.1;
+        expect_close(p, cfg(p, seesaw));
+      }
+    Problem g = make(2, 4, 2, 100, 130, 384);  // GQA, B > 1, 3 key blocks
+    g.dropout = 0.2;
+    expect_close(g, cfg(g, seesaw));
+    g.causal = Causal::bottom_right;
+    g.bias = BiasKind::key;
+    expect_close(g, cfg(g, seesaw));
+    g.causal = Causal::top_left;
+    g.bias = BiasKind::full;
+    g.bias_dtype = BiasDtype::input;
+    expect_close(g, cfg(g, seesaw));
+    Problem d320 = make(1, 2, 2, 300, 333, 320);
+    d320.dropout = 0.1;
+    for (int odd : {0, 1}) {
+      fwd90ws::Config c = cfg(d320, seesaw);
+      c.oddpanel = odd;
+      expect_close(d320, c);
+    }
+    Problem d1024 = make(1, 2, 1, 200, 300, 1024);
+    d1024.dropout = 0.1;
+    d1024.causal = Causal::bottom_right;
+    expect_close(d1024, cfg(d1024, seesaw));
+    Problem cl = make(1, 2, 2, 130, 300, 512);  // 3 query blocks: the cluster pads a fourth
+    cl.dropout = 0.1;
+    fwd90ws::Config c = cfg(cl, seesaw);
+    c.cluster = 2;
+    expect_close(cl, c);
+  }
+  Problem t = make(1, 3, 3, 200, 1000, 512);  // 12 units, 1 in the last wave: 8 pieces x 1 pair
+  t.dropout = 0.1;
+  fwd90ws::Config c = cfg(t, 0);
+  c.tail = 1;
+  expect_close(t, c, 11);
+}
+
 // The last wave split by key range (tail): a few assumed multiprocessors leave one to three units
 // in the last wave, split into pieces of 1..4 key-block pairs whose partials the merge combines.
 // Pieces with an odd block count (the last pair's second block masked), lengths off the tile grid,
@@ -341,6 +396,9 @@ TEST_CASE("sm90ws forward timings", "[.][bench]") {
       for (int psmem : {0, 1})
         bench("dropout ahead", drop, fwd90ws::Config{16, 1, psmem, seesaw, 0, 0, 1});
       if (seesaw) bench("dropout ahead lead", drop, fwd90ws::Config{16, 1, 0, 1, 0, 1, 1});
+      fwd90ws::Config km{16, 1, 0, seesaw};
+      km.kmask = 1;
+      bench("dropout kmask", drop, km);
       bench("bias", biased, fwd90ws::Config{16, 1, 0, seesaw});
     }
   }

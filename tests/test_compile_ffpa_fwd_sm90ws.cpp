@@ -24,7 +24,11 @@ void compile_clean(const fwd90ws::Config& c, const fwd::Features& f) {
             << " causal=" << f.causal);
   REQUIRE(fwd90ws::check(c, f.D, 227 * 1024).ok());
   const nvrtc::Compiled comp = fwd90ws::compile(c, f);
-  test::check_clean(comp, {"ffpa_fwd_sm90ws_kernel", "ffpa_fwd_sm90ws_merge_kernel"});
+  if (c.kmask && f.dropout)
+    test::check_clean(comp, {"ffpa_fwd_sm90ws_kernel", "ffpa_fwd_sm90ws_merge_kernel",
+                             "ffpa_fwd_sm90ws_keep_kernel"});
+  else
+    test::check_clean(comp, {"ffpa_fwd_sm90ws_kernel", "ffpa_fwd_sm90ws_merge_kernel"});
   INFO(comp.log);
   CHECK(comp.log.find("serialized") == std::string::npos);
 }
@@ -41,6 +45,22 @@ TEST_CASE("sm90ws default configurations compile clean", "[nvrtc]") {
         p.dtype = dt;
         compile_clean(fwd90ws::default_config(p), fwd::Features::of(p));
       }
+  // Dropout (the keep mask, in the seesaw; lock-step beside a bias), and a problem whose mask
+  // would pass 1 GiB (drawn in the softmax).
+  for (int D : {320, 512, 1024})
+    for (BiasKind bias : {BiasKind::none, BiasKind::key}) {
+      Problem p = compile_problem(D);
+      p.dropout = 0.1;
+      p.bias = bias;
+      const fwd90ws::Config c = fwd90ws::default_config(p);
+      CHECK(c.kmask == 1);
+      CHECK(c.seesaw == (bias == BiasKind::none));
+      compile_clean(c, fwd::Features::of(p));
+    }
+  Problem big = compile_problem(512);
+  big.dropout = 0.1;
+  big.shape.Nq = big.shape.Nkv = 32768;
+  CHECK(fwd90ws::default_config(big).kmask == 0);
 }
 
 TEST_CASE("sm90ws configurations of the GPU test compile clean", "[nvrtc]") {
@@ -148,6 +168,38 @@ TEST_CASE("sm90ws lead=1 compiles clean at D 128..1024", "[nvrtc]") {
   }
 }
 
+// The keep bits from the mask (kmask): both protocols, P from registers or sP, leading, with a
+// bias and causal masking, at D = 320 (an odd O panel either way), 512 and 1024 (two CTAs a
+// query block), both dtypes; the keep kernel is checked with them.
+TEST_CASE("sm90ws kmask=1 compiles clean at D 320, 512 and 1024", "[nvrtc]") {
+  test::FreshCache cache;
+  auto cfg = [](int slots, int psmem, int seesaw, int oddpanel, int lead) {
+    fwd90ws::Config c{slots, 1, psmem, seesaw, oddpanel, lead};
+    c.kmask = 1;
+    return c;
+  };
+  for (int seesaw : {0, 1})
+    for (int psmem : {0, 1}) {
+      fwd::Features f;
+      f.dropout = 1;
+      f.D = 512;
+      compile_clean(cfg(16, psmem, seesaw, 0, 0), f);
+      f.bf16 = false;
+      compile_clean(cfg(12, psmem, seesaw, 0, seesaw), f);
+      f.bf16 = true;
+      f.causal = 1;
+      f.bias = 1;
+      compile_clean(cfg(16, psmem, seesaw, 0, 0), f);
+      f = fwd::Features{};
+      f.dropout = 1;
+      f.D = 320;
+      for (int odd : {0, 1}) compile_clean(cfg(16, psmem, seesaw, odd, 0), f);
+      f.D = 1024;
+      f.causal = 2;
+      compile_clean(cfg(10, psmem, seesaw, 0, 0), f);
+    }
+}
+
 // In lock-step (their default: seesaw = 0), bf16 with every mask alignment, fp16 without.
 TEST_CASE("sm90ws bias and dropout compile clean at D 320, 512 and 1024", "[nvrtc]") {
   test::FreshCache cache;
@@ -225,6 +277,18 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
   CHECK_THROWS_WITH(
       fwd90ws::compile_for(compile_problem(320), fwd90ws::Config{6, 1, 0, 0, 0, 0, 1}, h200),
       Catch::Contains("no dropout"));
+  // The keep mask: with dropout only, and not beside drawing ahead (nothing left to draw).
+  fwd90ws::Config km;
+  km.kmask = 1;
+  CHECK_NOTHROW(fwd90ws::compile_for(drop320, km, h200));
+  CHECK_THROWS_WITH(fwd90ws::compile_for(compile_problem(320), km, h200),
+                    Catch::Contains("kmask=1: the problem has no dropout"));
+  km.ahead = 1;
+  CHECK_THAT(v->supports(drop320, km.knobs(), h200).reason,
+             Catch::Contains("ahead=1 with kmask=1"));
+  km.ahead = 0;
+  km.kmask = 2;
+  CHECK_THAT(v->supports(drop320, km.knobs(), h200).reason, Catch::Contains("kmask is 0 or 1"));
   // The odd O panel to consumer 1: only where a CTA has an odd count (5 at D = 320 and 576), and
   // then consumer 1's ring holds 3 V panels.
   CHECK(v->supports(compile_problem(320), fwd90ws::Config{6, 1, 0, 1, 1}.knobs(), h200).ok());

@@ -16,15 +16,25 @@ namespace {
 
 constexpr const char* kKernel = "ffpa_fwd_sm90ws_kernel";
 constexpr const char* kMerge = "ffpa_fwd_sm90ws_merge_kernel";
+constexpr const char* kKeep = "ffpa_fwd_sm90ws_keep_kernel";
+constexpr int kKeepBlocks = 8;  // key blocks a CTA of the keep kernel draws (its KEEP_BLOCKS)
 
 // units: CTAs of equal work (tail: plan the last wave's split, else none); pairs: key-block
-// pairs of a unit.
+// pairs of a unit; keep: the keep mask's shape (kmask), else null.
 class Fwd90wsOp : public Op {
  public:
   Fwd90wsOp(nvrtc::Library lib, const FfpaFwdParams& p, FfpaTmaDesc tk, FfpaTmaDesc tv,
-            int64_t units, bool tail, int pairs, int cluster, int smem, int sm_count)
+            int64_t units, bool tail, int pairs, int cluster, int smem, int sm_count,
+            const ffpa_layout::FwdSm90wsKeep* keep)
       : lib_(std::move(lib)), p_(p), tk_(tk), tv_(tv), cluster_(cluster), smem_(smem) {
     fn_ = lib_.kernel(kKernel);
+    if (keep) {
+      mask_ = gpu::DeviceBuffer(static_cast<size_t>(keep->words) * sizeof(unsigned));
+      p_.keep_mask = mask_.as<unsigned>();
+      keep_ = lib_.kernel(kKeep);
+      keep_grid_ = dim3(static_cast<unsigned>(p_.B * p_.Hkv * keep->row_blocks),
+                        static_cast<unsigned>((keep->key_blocks + kKeepBlocks - 1) / kKeepBlocks));
+    }
     FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn_),
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
     Tail t{units, 1};
@@ -50,19 +60,27 @@ class Fwd90wsOp : public Op {
 
   void launch(cudaStream_t s) override {
     void* args[] = {&p_, &tk_, &tv_};
+    // The forward's producers fill their rings while the keep kernel ends; its consumers wait
+    // for it (grid_dependency_wait) before they read the mask.
+    if (keep_)
+      gpu::launch(reinterpret_cast<const void*>(keep_), keep_grid_, dim3(128), 0, s, args, false);
     gpu::launch(reinterpret_cast<const void*>(fn_), grid_, dim3(Config::threads()),
-                static_cast<size_t>(smem_), s, args, false, static_cast<unsigned>(cluster_));
+                static_cast<size_t>(smem_), s, args, keep_ != nullptr,
+                static_cast<unsigned>(cluster_));
     if (merge_)
       gpu::launch(reinterpret_cast<const void*>(merge_),
                   dim3(static_cast<unsigned>(tail_units_), ffpa_layout::FwdSm90ws::kRows),
                   dim3(128), 0, s, args, true);
   }
   int64_t extra_bytes() const override {
-    return static_cast<int64_t>(opart_.bytes() + lpart_.bytes());
+    return static_cast<int64_t>(opart_.bytes() + lpart_.bytes() + mask_.bytes());
   }
   std::string includes() const override {
-    if (!merge_) return "forward (TMA, warp-specialized)";
-    return "forward (TMA, warp-specialized; the last " + std::to_string(tail_units_) +
+    const std::string keep =
+        keep_ ? "dropout keep mask (Philox) + forward chained by programmatic dependent launch "
+              : "forward ";
+    if (!merge_) return keep + "(TMA, warp-specialized)";
+    return keep + "(TMA, warp-specialized; the last " + std::to_string(tail_units_) +
            " query blocks in " + std::to_string(p_.num_splits) +
            " key ranges each) + merge (chained by programmatic dependent launch)";
   }
@@ -75,16 +93,17 @@ class Fwd90wsOp : public Op {
   int cluster_;
   int smem_;
   int64_t tail_units_ = 0;
-  gpu::DeviceBuffer opart_, lpart_;
-  cudaKernel_t fn_ = nullptr, merge_ = nullptr;
+  gpu::DeviceBuffer opart_, lpart_, mask_;
+  dim3 keep_grid_;
+  cudaKernel_t fn_ = nullptr, merge_ = nullptr, keep_ = nullptr;
 };
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {{"slots", &Config::slots},       {"cluster", &Config::cluster},
-                                   {"psmem", &Config::psmem},       {"seesaw", &Config::seesaw},
-                                   {"oddpanel", &Config::oddpanel}, {"lead", &Config::lead},
-                                   {"ahead", &Config::ahead},       {"tail", &Config::tail, false}};
+constexpr Knob<Config> kKnobs[] = {
+    {"slots", &Config::slots},   {"cluster", &Config::cluster},   {"psmem", &Config::psmem},
+    {"seesaw", &Config::seesaw}, {"oddpanel", &Config::oddpanel}, {"lead", &Config::lead},
+    {"ahead", &Config::ahead},   {"kmask", &Config::kmask},       {"tail", &Config::tail, false}};
 
 Support problem_check(const Problem& pr) {
   const auto& s = pr.shape;
@@ -118,9 +137,14 @@ Config default_config(const Problem& pr) {
   // 20 % slower at D = 512 (docs/notes/ffpa_fwd_sm90ws.md). Past D = 512 Q takes up to 128 KB:
   // as many as fit (10 at D = 1024).
   while (c.slots > 4 && smem_bytes(c, D) > 227 * 1024) c.slots -= 2;
-  // The seesaw puts both softmaxes of a pair in its critical path: with a bias or dropout (long
-  // softmaxes) it ran 13-20 % slower than lock-step on the H200 (docs/notes/ffpa_fwd_sm90ws.md).
-  c.seesaw = pr.bias == BiasKind::none && pr.dropout == 0.0;
+  // Dropout's keep bits from the mask drawn before the forward (the Philox rounds out of the
+  // consumers' softmax) where the mask takes at most 1 GiB; the tuner may try it past that.
+  const auto& s = pr.shape;
+  c.kmask = pr.dropout > 0.0 && s.B * s.Hq * s.Nq * s.Nkv / 8 <= (int64_t{1} << 30);
+  // The seesaw puts both softmaxes of a pair in its critical path: with a bias or dropout drawn
+  // in the softmax (long softmaxes) it ran 13-20 % slower than lock-step on the H200
+  // (docs/notes/ffpa_fwd_sm90ws.md); with the keep mask it runs ahead of lock-step.
+  c.seesaw = pr.bias == BiasKind::none && (pr.dropout == 0.0 || c.kmask);
   // cluster = 2 (K/V multicast) ran at a third of cluster = 1's speed on the H200
   // (docs/notes/ffpa_fwd_sm90ws.md): one CTA per query block until that is understood.
   return c;
@@ -138,7 +162,12 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.oddpanel != 0 && c.oddpanel != 1) return Support::no("oddpanel is 0 or 1");
   if (c.lead != 0 && c.lead != 1) return Support::no("lead is 0 or 1");
   if (c.ahead != 0 && c.ahead != 1) return Support::no("ahead is 0 or 1");
+  if (c.kmask != 0 && c.kmask != 1) return Support::no("kmask is 0 or 1");
   if (c.tail != 0 && c.tail != 1) return Support::no("tail is 0 or 1");
+  if (c.kmask && c.ahead)
+    return Support::no(
+        "ahead=1 with kmask=1: the keep bits come from the mask, nothing is drawn "
+        "ahead (the same kernel as ahead=0)");
   if (c.lead && !c.seesaw) return Support::no("lead=1: only the seesaw has a consumer that leads");
   if (D % 8 || D < kMinD || D > kMaxD)
     return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
@@ -186,6 +215,11 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
                       " the CTAs of a query block read different V columns");
   if (c.ahead && pr.dropout == 0)
     throw Unsupported("ahead=1: the problem has no dropout (the same kernel as ahead=0)");
+  if (c.kmask && pr.dropout == 0)
+    throw Unsupported("kmask=1: the problem has no dropout (the same kernel as kmask=0)");
+  if (c.kmask && (pr.shape.Nkv + 63) / 64 > int64_t{kKeepBlocks} * 65535)
+    throw Unsupported("kmask=1: Nkv=" + std::to_string(pr.shape.Nkv) +
+                      " needs more key-block groups than a grid's y dimension holds (65535)");
   if (c.cluster > 1 && pr.causal != Causal::none)
     throw Unsupported("cluster=" + std::to_string(c.cluster) +
                       ": the CTAs of a cluster share the key stream, causal blocks differ in "
@@ -196,8 +230,9 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
         "tail=1: causal query blocks differ in work, the last wave is not split (the same "
         "kernel as tail=0)");
   if (c.tail && c.cluster > 1)
-    throw Unsupported("tail=1: the CTAs of a cluster share the key stream, the last wave is not "
-                      "split (the same kernel as tail=0)");
+    throw Unsupported(
+        "tail=1: the CTAs of a cluster share the key stream, the last wave is not "
+        "split (the same kernel as tail=0)");
   nvrtc::Compiled comp = compile(c, fwd::Features::of(pr));
   refuse_spills(comp, kKernel);
   return comp;
@@ -212,6 +247,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
   FfpaFwdParams p = params;
   p.o_partial = nullptr;
   p.lse_partial = nullptr;
+  p.keep_mask = nullptr;
   const auto& sh = pr.shape;
   const bool bf16 = pr.dtype == Dtype::bf16;
   const int box_rows = 64 / c.cluster;  // each CTA of a cluster loads its share of a panel
@@ -225,9 +261,11 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
   const int64_t units = (blocks + c.cluster - 1) / c.cluster * c.cluster *
                         splits(static_cast<int>(sh.D)) * sh.Hkv * sh.B;
   const int pairs = static_cast<int>((sh.Nkv + 127) / 128);
+  const ffpa_layout::FwdSm90wsKeep keep =
+      ffpa_layout::fwd_sm90ws_keep(sh.B, sh.Hkv, sh.group() * sh.Nq, sh.Nkv);
   return std::make_unique<Fwd90wsOp>(nvrtc::Library(comp.cubin), p, tk, tv, units, c.tail, pairs,
-                                     c.cluster, smem_bytes(c, static_cast<int>(sh.D)),
-                                     dev.sm_count);
+                                     c.cluster, smem_bytes(c, static_cast<int>(sh.D)), dev.sm_count,
+                                     c.kmask ? &keep : nullptr);
 }
 
 }  // namespace ffpa::fwd90ws

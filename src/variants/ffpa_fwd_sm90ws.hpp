@@ -26,6 +26,8 @@ struct Config {
   int oddpanel = 0;  // the consumer that owns a CTA's odd O panel (D = 320: 3 | 2 or 2 | 3)
   int lead = 0;      // 1 (seesaw): consumer 0 issues a pair's QK before it waits for the last P_1
   int ahead = 0;     // 1 (dropout): keep bits drawn a block ahead, under held PV groups
+  int kmask = 0;     // 1 (dropout): keep bits drawn by a launch of their own before the forward
+                     // into a mask (B Hq Nq Nkv / 8 bytes of workspace) the consumers read
   int tail = 0;      // 1: the last wave's units split by key range where plan_tail gains (off by
                      // default until measured on the GPU: docs/notes/ffpa_fwd_sm90ws.md step 9)
 
