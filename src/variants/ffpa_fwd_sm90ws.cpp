@@ -62,8 +62,10 @@ class Fwd90wsOp : public Op {
     void* args[] = {&p_, &tk_, &tv_};
     // The forward's producers fill their rings while the keep kernel ends; its consumers wait
     // for it (grid_dependency_wait) before they read the mask.
-    if (keep_)
-      gpu::launch(reinterpret_cast<const void*>(keep_), keep_grid_, dim3(128), 0, s, args, false);
+    if (keep_) {
+      void* kargs[] = {&p_};
+      gpu::launch(reinterpret_cast<const void*>(keep_), keep_grid_, dim3(128), 0, s, kargs, false);
+    }
     gpu::launch(reinterpret_cast<const void*>(fn_), grid_, dim3(Config::threads()),
                 static_cast<size_t>(smem_), s, args, keep_ != nullptr,
                 static_cast<unsigned>(cluster_));
