@@ -301,6 +301,54 @@ __device__ __forceinline__ int first_block(const int* sunit) {  // of the CTA's 
   return PIECES ? sunit[U_JB] : 0;
 }
 
+#if FFPA_DROPOUT
+// The keep mask's bit order (kmask): the decision of element e of P word (n, h) (slice n, row
+// half h: bit (n * 2 + h) * 2 + e of dropout_keep_bits) sits at bit 8 (2 h + e) + 7 - n, so the
+// mask word shifted left by n holds word (n, h)'s two decisions in the sign bits of bytes 2 h and
+// 2 h + 1, and one byte permute spreads them over the word's halves (mask_halves): 2
+// instructions a P word where spreading two bits took 6.
+//
+// A thread's mask word of one key block, drawn in that order (dropout_keep_bits' elements: g is
+// its stream position there). Lanes 2i and 2i + 1 draw the 4 keys of a slice for rows h = 0 and
+// 1; each keeps two of its decisions (the even lane keys 0, 1 of row 0, the odd lane keys 2, 3
+// of row 1) and sends the other two, placed where the partner keeps them, in one shuffle. The
+// keep kernel is bound by the integer ALU pipe (the Philox XORs and compares): placing the bits
+// directly saves the slice-wise swaps and a permutation of the word.
+__device__ __forceinline__ u32 keep_mask_word(unsigned long long seed, unsigned long long g,
+                                              u32 kmin, int lane) {
+  const u32 o = (u32)g & 3;  // the same for every slice: they are 8 apart
+  u32 p01 = 0, p23 = 0;      // decisions of keys 0, 1 and of keys 2, 3, at bits 7 - n, 15 - n
+  if (o == 0) {
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      const FfpaPhilox4 r = ffpa_philox_block(seed, (g >> 2) + n * 2);
+      p01 |= (u32)(r.x[0] >= kmin) << (7 - n) | (u32)(r.x[1] >= kmin) << (15 - n);
+      p23 |= (u32)(r.x[2] >= kmin) << (7 - n) | (u32)(r.x[3] >= kmin) << (15 - n);
+    }
+  } else {
+#pragma unroll 1
+    for (int n = 0; n < 8; ++n) {
+      const u32 nib = keep4(seed, (g + n * 8) >> 2, o, kmin);
+      p01 |= (nib & 1u) << (7 - n) | (nib >> 1 & 1u) << (15 - n);
+      p23 |= (nib >> 2 & 1u) << (7 - n) | (nib >> 3 & 1u) << (15 - n);
+    }
+  }
+  const bool odd = lane & 1;
+  const u32 send = odd ? p01 << 16 : p23, stay = odd ? p23 << 16 : p01;
+  return stay | __shfl_xor_sync(0xffffffffu, send, 1);
+}
+// 0xffff for each kept half of P word (n, h), from t = the mask word shifted left by n: the
+// sign bits of bytes 2 h (the low half) and 2 h + 1, each replicated over two bytes.
+__device__ __forceinline__ u32 mask_halves(u32 t, int h) {
+  u32 m;
+  if (h)
+    asm("prmt.b32 %0, %1, 0, 0xbbaa;\n" : "=r"(m) : "r"(t));
+  else
+    asm("prmt.b32 %0, %1, 0, 0x9988;\n" : "=r"(m) : "r"(t));
+  return m;
+}
+#endif
+
 // One consumer warpgroup (C = 0 or 1) over its pairs (key blocks jb + 2 t + C), then its part of
 // the epilogue: O and the LSE, or for a piece of a tail unit (slot >= 0) its partial O and LSE.
 // The unit (m0, kvh, b, split, jb, slot) is read from shared memory where used: held in
@@ -544,8 +592,13 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       for (int n = 0; n < 8; ++n)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const u32 k2 = keep >> ((n * 2 + h) * 2);
-          pa[n / 2][(n & 1) * 2 + h] &= ((k2 & 1) ? 0xffffu : 0u) | ((k2 & 2) ? 0xffff0000u : 0u);
+          u32& w = pa[n / 2][(n & 1) * 2 + h];
+          if (KMASK) {
+            w &= mask_halves(keep << n, h);
+          } else {
+            const u32 k2 = keep >> ((n * 2 + h) * 2);
+            w &= ((k2 & 1) ? 0xffffu : 0u) | ((k2 & 2) ? 0xffff0000u : 0u);
+          }
         }
     }
 #endif
@@ -829,9 +882,10 @@ extern "C" __global__ void __launch_bounds__(128)
 
 #if FFPA_DROPOUT && FFPA_KMASK
 // The keep mask (ffpa_fwd_sm90ws_layout.h, FwdSm90wsKeep), launched before the forward: a CTA of
-// 128 threads per (row block, KEEP_BLOCKS key blocks), thread t drawing the word consumer thread
-// t of that row block draws in the forward without the mask (the same rows, stream positions and
-// dropout_keep_bits), for the key blocks the row block sees (causal: up to its last tile). Its
+// 128 threads per (row block, KEEP_BLOCKS key blocks), thread t drawing the decisions consumer
+// thread t of that row block draws in the forward without the mask (the same rows and stream
+// positions), in the mask's bit order (keep_mask_word), for the key blocks the row block sees
+// (causal: up to its last tile). Its
 // dependants may start at once: the forward's producers fill their rings while it runs, and its
 // consumers wait for it before they read the mask.
 namespace ffpa_fwd90ws {
@@ -859,7 +913,7 @@ extern "C" __global__ void __launch_bounds__(128)
   u32* out = p.keep_mask + rb * km.key_blocks * km.kKeepWords + t;
   const int j_end = min(ntile, (int)(blockIdx.y + 1) * KEEP_BLOCKS);
   for (int j = blockIdx.y * KEEP_BLOCKS; j < j_end; ++j)
-    out[(long long)j * km.kKeepWords] = dropout_keep_bits<8>(
-        p.dropout_seed, g0 + (unsigned long long)j * BC, p.dropout_keep_min, lane);
+    out[(long long)j * km.kKeepWords] =
+        keep_mask_word(p.dropout_seed, g0 + (unsigned long long)j * BC, p.dropout_keep_min, lane);
 }
 #endif

@@ -116,6 +116,13 @@ TEST_CASE("sm90ws configurations of the GPU test compile clean", "[nvrtc]") {
     g.causal = 2;
     compile_clean(fwd90ws::Config{10, 1, 0, seesaw}, g);
   }
+  // "sm90ws: bias and dropout": a cluster of two, P through shared memory, lock-step.
+  fwd::Features g;
+  g.D = 512;
+  g.bf16 = false;
+  g.bias = 1;
+  g.dropout = 1;
+  compile_clean(fwd90ws::Config{18, 2, 1, 0}, g);
 }
 
 // "sm90ws: the odd O panel to consumer 1": 3 O panels in consumer 1's registers, its P_0 too in

@@ -112,6 +112,9 @@ Config default_config(const Problem& pr) {
     // Wider chunks halve the barriers per tile: +18% at D=1024 (at D=512, +3% but ptxas spills
     // with a bias or causal+dropout).
     if (pr.shape.D % 128 == 0) c.Kd = 128, c.stages = 3;
+    // Decode streams K and V once: a fourth stage keeps more bytes in flight (D = 1024 on an
+    // H100: 0.366 ms against 0.379 with 3, the unfused baseline 0.373; docs/notes/ffpa_fwd.md).
+    if (pr.shape.D % 128 == 0 && pr.shape.group() * pr.shape.Nq <= kDecodeRows) c.stages = 4;
   } else if (pr.shape.group() * pr.shape.Nq <= kDecodeRows) {
     // Decode streams K and V once (split-KV): 128-key tiles halve the tiles a block walks, and
     // their barriers and softmax steps (more splits did not help). At D = 320 on an H100 0.139 ms
