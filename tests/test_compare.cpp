@@ -2,8 +2,13 @@
 // exit code that CI relies on.
 #include <catch2/catch.hpp>
 
-#include <cmath>
+#include <zlib.h>
 
+#include <cmath>
+#include <fstream>
+#include <iterator>
+
+#include "core/files.hpp"
 #include "report/compare.hpp"
 #include "report/results_json.hpp"
 #include "support.hpp"
@@ -76,6 +81,38 @@ TEST_CASE("identical files compare clean", "[compare]") {
       compare(load_results(dir.path() / "a.json"), load_results(dir.path() / "b.json"), 5);
   CHECK(rep.exit_code() == 0);
   CHECK(rep.count(Verdict::unchanged) == 4);
+}
+
+// Results kept compressed (a repository's results/): read as the plain file; a corrupt or
+// truncated stream is an input error naming the file.
+TEST_CASE("gzip-compressed results files compare as the plain ones", "[compare]") {
+  test::TempDir dir;
+  const Results res = run({row("self-attn", 11.42, 47.81, 0.0457), row("causal", 6, 16)});
+  write_results_atomic(dir.path() / "a.json", res);
+  const std::string gz = (dir.path() / "a.json.gz").string();
+  gzFile f = gzopen(gz.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  const std::string text = read_input_file(dir.path() / "a.json");
+  REQUIRE(gzwrite(f, text.data(), static_cast<unsigned>(text.size())) ==
+          static_cast<int>(text.size()));
+  REQUIRE(gzclose(f) == Z_OK);
+  const CompareReport rep = compare(load_results(dir.path() / "a.json"), load_results(gz), 5);
+  CHECK(rep.exit_code() == 0);
+  CHECK(rep.count(Verdict::unchanged) == 4);
+
+  CHECK(read_input_file(gz) == text);
+  std::string raw;
+  {
+    std::ifstream in(gz, std::ios::binary);
+    raw.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  REQUIRE(raw.size() < text.size());
+  // The limit holds for the inflated bytes, not only for the file's.
+  CHECK_THROWS_WITH(read_input_file(gz, static_cast<int64_t>(raw.size())),
+                    Catch::Contains("inflates past"));
+  std::ofstream(dir.path() / "cut.json.gz", std::ios::binary) << raw.substr(0, raw.size() / 2);
+  CHECK_THROWS_WITH(load_results(dir.path() / "cut.json.gz"),
+                    Catch::Contains("cut.json.gz") && Catch::Contains("not a valid gzip file"));
 }
 
 TEST_CASE("FFPA slower beyond threshold and noise is a regression", "[compare]") {

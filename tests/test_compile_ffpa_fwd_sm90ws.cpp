@@ -169,6 +169,16 @@ TEST_CASE("sm90ws lead=1 compiles clean at D 128..1024", "[nvrtc]") {
     f.dropout = 1;
     compile_clean(fwd90ws::Config{16, 1, psmem, 1, 0, 1, 1}, f);
     if (psmem) compile_clean(fwd90ws::Config{16, 1, psmem, 1, 0, 1, 0}, f);
+    // "sm90ws: consumer 0 leads": bf16 without causal masking, the keep bits from the mask, P
+    // from sP (from registers it spills beside a bias).
+    if (psmem) {
+      fwd::Features g = f;
+      g.bf16 = true;
+      g.causal = 0;
+      fwd90ws::Config km{16, 1, psmem, 1, 0, 1, 0};
+      km.kmask = 1;
+      compile_clean(km, g);
+    }
     f = fwd::Features{};
     f.D = 1024;
     compile_clean(fwd90ws::Config{10, 1, psmem, 1, 0, 1}, f);

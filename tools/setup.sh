@@ -7,7 +7,7 @@ set -euo pipefail
 
 CUDNN_FRONTEND_VERSION=1.32.0
 DEBIAN_PACKAGES=(cmake g++ make git pkg-config python3 python3-pip python3-yaml libcli11-dev
-  nlohmann-json3-dev libfmt-dev catch2 libcairo2-dev libssl-dev)
+  nlohmann-json3-dev libfmt-dev catch2 libcairo2-dev libssl-dev zlib1g-dev)
 
 need_root() { if [ "$(id -u)" -ne 0 ]; then echo "sudo"; fi; }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <cerrno>
@@ -16,6 +17,45 @@ namespace ffpa {
 std::string errno_text() {
   return std::strerror(errno);
 }
+
+namespace {
+
+// The inflated bytes of a gzip file (results kept compressed in a repository), at most max_bytes.
+std::string gunzip(const std::string& gz, const std::string& file, int64_t max_bytes) {
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw InputError(file, "/", "cannot inflate");
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
+  z.avail_in = static_cast<uInt>(gz.size());
+  std::string out;
+  char buf[1 << 16];
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    rc = inflate(&z, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END) {
+      const std::string why = z.msg ? z.msg : "truncated";
+      inflateEnd(&z);
+      throw InputError(file, "/", "not a valid gzip file: " + why);
+    }
+    const size_t n = sizeof buf - z.avail_out;
+    if (static_cast<int64_t>(out.size() + n) > max_bytes) {
+      inflateEnd(&z);
+      throw InputError(
+          file, "/",
+          "inflates past " + std::to_string(max_bytes >> 20) + " MiB; not an input file");
+    }
+    out.append(buf, n);
+    if (rc == Z_OK && n == 0 && z.avail_in == 0) {  // the input ended inside the stream
+      inflateEnd(&z);
+      throw InputError(file, "/", "not a valid gzip file: truncated");
+    }
+  }
+  inflateEnd(&z);
+  return out;
+}
+
+}  // namespace
 
 std::string read_input_file(const std::filesystem::path& path, int64_t max_bytes) {
   const std::string file = path.string();
@@ -59,6 +99,9 @@ std::string read_input_file(const std::filesystem::path& path, int64_t max_bytes
     }
   }
   ::close(fd);
+  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f &&
+      static_cast<unsigned char>(text[1]) == 0x8b)
+    return gunzip(text, file, max_bytes);
   return text;
 }
 

@@ -14,8 +14,10 @@ namespace ffpa {
 constexpr int64_t kMaxConfigBytes = int64_t{16} << 20;
 constexpr int64_t kMaxInputBytes = int64_t{1} << 30;
 
-// The bytes of a regular file of at most max_bytes. Throws InputError(path, "/", reason) for a
-// missing or unreadable file, a directory or other non-regular file, or one that is too large.
+// The bytes of a regular file of at most max_bytes; a gzip file (results kept compressed) is
+// inflated. Throws InputError(path, "/", reason) for a missing or unreadable file, a directory or
+// other non-regular file, one that is too large (or inflates past max_bytes), or a corrupt gzip
+// stream.
 std::string read_input_file(const std::filesystem::path&, int64_t max_bytes = kMaxInputBytes);
 
 // Writes to a temporary file in the same directory, fsyncs it, renames it over `path` and fsyncs
