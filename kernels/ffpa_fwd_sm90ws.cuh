@@ -885,9 +885,8 @@ extern "C" __global__ void __launch_bounds__(128)
 // 128 threads per (row block, KEEP_BLOCKS key blocks), thread t drawing the decisions consumer
 // thread t of that row block draws in the forward without the mask (the same rows and stream
 // positions), in the mask's bit order (keep_mask_word), for the key blocks the row block sees
-// (causal: up to its last tile). Its
-// dependants may start at once: the forward's producers fill their rings while it runs, and its
-// consumers wait for it before they read the mask.
+// (causal: up to its last tile). Its dependants may start at once: the forward's producers fill
+// their rings while it runs, and its consumers wait for it before they read the mask.
 namespace ffpa_fwd90ws {
 constexpr int KEEP_BLOCKS = 8;  // key blocks a CTA draws (one row table for all of them)
 }
