@@ -882,15 +882,12 @@ extern "C" __global__ void __launch_bounds__(128)
 
 #if FFPA_DROPOUT && FFPA_KMASK
 // The keep mask (ffpa_fwd_sm90ws_layout.h, FwdSm90wsKeep), launched before the forward: a CTA of
-// 128 threads per (row block, KEEP_BLOCKS key blocks), thread t drawing the decisions consumer
-// thread t of that row block draws in the forward without the mask (the same rows and stream
-// positions), in the mask's bit order (keep_mask_word), for the key blocks the row block sees
-// (causal: up to its last tile). Its dependants may start at once: the forward's producers fill
-// their rings while it runs, and its consumers wait for it before they read the mask.
-namespace ffpa_fwd90ws {
-constexpr int KEEP_BLOCKS = 8;  // key blocks a CTA draws (one row table for all of them)
-}
-
+// 128 threads per (row block, kCtaBlocks key blocks: one row table for them), thread t drawing the
+// decisions consumer thread t of that row block draws in the forward without the mask (the same
+// rows and stream positions), in the mask's bit order (keep_mask_word), for the key blocks the row
+// block sees (causal: up to its last tile). Its dependants may start at once: the forward's
+// producers fill their rings while it runs, and its consumers wait for it before they read the
+// mask.
 extern "C" __global__ void __launch_bounds__(128)
     ffpa_fwd_sm90ws_keep_kernel(const __grid_constant__ FfpaFwdParams p) {
   using namespace ffpa_fwd90ws;
@@ -910,8 +907,8 @@ extern "C" __global__ void __launch_bounds__(128)
       (((unsigned long long)b * p.Hq + hq) * p.Nq + q) * (unsigned long long)p.Nkv +
       (lane & 3) * 2 - (lane & 1) * 2;
   u32* out = p.keep_mask + rb * km.key_blocks * km.kKeepWords + t;
-  const int j_end = min(ntile, (int)(blockIdx.y + 1) * KEEP_BLOCKS);
-  for (int j = blockIdx.y * KEEP_BLOCKS; j < j_end; ++j)
+  const int j_end = min(ntile, (int)(blockIdx.y + 1) * km.kCtaBlocks);
+  for (int j = blockIdx.y * km.kCtaBlocks; j < j_end; ++j)
     out[(long long)j * km.kKeepWords] =
         keep_mask_word(p.dropout_seed, g0 + (unsigned long long)j * BC, p.dropout_keep_min, lane);
 }

@@ -45,6 +45,7 @@ FFPA_LAYOUT_FN FwdSm90ws fwd_sm90ws_layout(int dp, int slots) {
 // row_blocks + m0 / kRows over the packed group * Nq rows of each kv head.
 struct FwdSm90wsKeep {
   static constexpr int kKeepWords = 128;  // a consumer warpgroup's threads
+  static constexpr int kCtaBlocks = 8;    // key blocks a CTA of the keep kernel draws
   long long row_blocks;                   // of a kv head: ceil(group * Nq / kRows)
   long long key_blocks;                   // ceil(Nkv / kKeys)
   long long words;                        // of the whole mask

@@ -17,7 +17,7 @@ namespace {
 constexpr const char* kKernel = "ffpa_fwd_sm90ws_kernel";
 constexpr const char* kMerge = "ffpa_fwd_sm90ws_merge_kernel";
 constexpr const char* kKeep = "ffpa_fwd_sm90ws_keep_kernel";
-constexpr int kKeepBlocks = 8;  // key blocks a CTA of the keep kernel draws (its KEEP_BLOCKS)
+using Keep = ffpa_layout::FwdSm90wsKeep;
 
 // units: CTAs of equal work (tail: plan the last wave's split, else none); pairs: key-block
 // pairs of a unit; keep: the keep mask's shape (kmask), else null.
@@ -25,15 +25,16 @@ class Fwd90wsOp : public Op {
  public:
   Fwd90wsOp(nvrtc::Library lib, const FfpaFwdParams& p, FfpaTmaDesc tk, FfpaTmaDesc tv,
             int64_t units, bool tail, int pairs, int cluster, int smem, int sm_count,
-            const ffpa_layout::FwdSm90wsKeep* keep)
+            const Keep* keep)
       : lib_(std::move(lib)), p_(p), tk_(tk), tv_(tv), cluster_(cluster), smem_(smem) {
     fn_ = lib_.kernel(kKernel);
     if (keep) {
       mask_ = gpu::DeviceBuffer(static_cast<size_t>(keep->words) * sizeof(unsigned));
       p_.keep_mask = mask_.as<unsigned>();
       keep_ = lib_.kernel(kKeep);
-      keep_grid_ = dim3(static_cast<unsigned>(p_.B * p_.Hkv * keep->row_blocks),
-                        static_cast<unsigned>((keep->key_blocks + kKeepBlocks - 1) / kKeepBlocks));
+      keep_grid_ =
+          dim3(static_cast<unsigned>(p_.B * p_.Hkv * keep->row_blocks),
+               static_cast<unsigned>((keep->key_blocks + Keep::kCtaBlocks - 1) / Keep::kCtaBlocks));
     }
     FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn_),
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
@@ -219,7 +220,7 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
     throw Unsupported("ahead=1: the problem has no dropout (the same kernel as ahead=0)");
   if (c.kmask && pr.dropout == 0)
     throw Unsupported("kmask=1: the problem has no dropout (the same kernel as kmask=0)");
-  if (c.kmask && (pr.shape.Nkv + 63) / 64 > int64_t{kKeepBlocks} * 65535)
+  if (c.kmask && (pr.shape.Nkv + 63) / 64 > int64_t{Keep::kCtaBlocks} * 65535)
     throw Unsupported("kmask=1: Nkv=" + std::to_string(pr.shape.Nkv) +
                       " needs more key-block groups than a grid's y dimension holds (65535)");
   if (c.cluster > 1 && pr.causal != Causal::none)
@@ -263,8 +264,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
   const int64_t units = (blocks + c.cluster - 1) / c.cluster * c.cluster *
                         splits(static_cast<int>(sh.D)) * sh.Hkv * sh.B;
   const int pairs = static_cast<int>((sh.Nkv + 127) / 128);
-  const ffpa_layout::FwdSm90wsKeep keep =
-      ffpa_layout::fwd_sm90ws_keep(sh.B, sh.Hkv, sh.group() * sh.Nq, sh.Nkv);
+  const Keep keep = ffpa_layout::fwd_sm90ws_keep(sh.B, sh.Hkv, sh.group() * sh.Nq, sh.Nkv);
   return std::make_unique<Fwd90wsOp>(nvrtc::Library(comp.cubin), p, tk, tv, units, c.tail, pairs,
                                      c.cluster, smem_bytes(c, static_cast<int>(sh.D)), dev.sm_count,
                                      c.kmask ? &keep : nullptr);
