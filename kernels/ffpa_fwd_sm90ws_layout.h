@@ -40,7 +40,7 @@ FFPA_LAYOUT_FN FwdSm90ws fwd_sm90ws_layout(int dp, int slots) {
 
 // The keep mask (knob kmask): the dropout keep bits of every key block a CTA sees, drawn by
 // ffpa_fwd_sm90ws_keep_kernel before the forward. A word per consumer thread and key block, in
-// the bit order the thread applies them (mask_order in the kernel): word
+// the bit order the thread applies them (keep_mask_word in the kernel): word
 // (row_block * key_blocks + key_block) * kKeepWords + thread, row_block = (b * Hkv + kvh) *
 // row_blocks + m0 / kRows over the packed group * Nq rows of each kv head.
 struct FwdSm90wsKeep {

@@ -107,6 +107,7 @@ std::vector<std::string> Features::defines() const {
 
 Config default_config(const Problem& pr) {
   Config c;  // Br=64, Bc=64, 2x4 warps, Kd=64, 4 stages: spill-free with every feature at D<=512
+  const bool decode = pr.shape.group() * pr.shape.Nq <= kDecodeRows;
   if (pr.shape.D > 512) {
     c.Br = 32;  // O stays at (Br/Wm)*(D/Wn)/32 = 128 registers a thread
     // Wider chunks halve the barriers per tile: +18% at D=1024 (at D=512, +3% but ptxas spills
@@ -114,8 +115,8 @@ Config default_config(const Problem& pr) {
     if (pr.shape.D % 128 == 0) c.Kd = 128, c.stages = 3;
     // Decode streams K and V once: a fourth stage keeps more bytes in flight (D = 1024 on an
     // H100: 0.366 ms against 0.379 with 3, the unfused baseline 0.373; docs/notes/ffpa_fwd.md).
-    if (pr.shape.D % 128 == 0 && pr.shape.group() * pr.shape.Nq <= kDecodeRows) c.stages = 4;
-  } else if (pr.shape.group() * pr.shape.Nq <= kDecodeRows) {
+    if (pr.shape.D % 128 == 0 && decode) c.stages = 4;
+  } else if (decode) {
     // Decode streams K and V once (split-KV): 128-key tiles halve the tiles a block walks, and
     // their barriers and softmax steps (more splits did not help). At D = 320 on an H100 0.139 ms
     // against 0.151 for the fast grid's best (Bc = 64); at D = 512 within 1 % of the best point

@@ -19,6 +19,11 @@ constexpr const char* kMerge = "ffpa_fwd_sm90ws_merge_kernel";
 constexpr const char* kKeep = "ffpa_fwd_sm90ws_keep_kernel";
 using Keep = ffpa_layout::FwdSm90wsKeep;
 
+Keep keep_of(const Problem& pr) {  // the keep mask's shape (kmask)
+  const auto& s = pr.shape;
+  return ffpa_layout::fwd_sm90ws_keep(s.B, s.Hkv, s.group() * s.Nq, s.Nkv);
+}
+
 // units: CTAs of equal work (tail: plan the last wave's split, else none); pairs: key-block
 // pairs of a unit; keep: the keep mask's shape (kmask), else null.
 class Fwd90wsOp : public Op {
@@ -142,8 +147,7 @@ Config default_config(const Problem& pr) {
   while (c.slots > 4 && smem_bytes(c, D) > 227 * 1024) c.slots -= 2;
   // Dropout's keep bits from the mask drawn before the forward (the Philox rounds out of the
   // consumers' softmax) where the mask takes at most 1 GiB; the tuner may try it past that.
-  const auto& s = pr.shape;
-  c.kmask = pr.dropout > 0.0 && s.B * s.Hq * s.Nq * s.Nkv / 8 <= (int64_t{1} << 30);
+  c.kmask = pr.dropout > 0.0 && keep_of(pr).words * int64_t{sizeof(unsigned)} <= (int64_t{1} << 30);
   // The seesaw puts both softmaxes of a pair in its critical path: with a bias or dropout drawn
   // in the softmax (long softmaxes) it ran 13-20 % slower than lock-step on the H200
   // (docs/notes/ffpa_fwd_sm90ws.md); with the keep mask it runs ahead of lock-step.
@@ -220,7 +224,7 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
     throw Unsupported("ahead=1: the problem has no dropout (the same kernel as ahead=0)");
   if (c.kmask && pr.dropout == 0)
     throw Unsupported("kmask=1: the problem has no dropout (the same kernel as kmask=0)");
-  if (c.kmask && (pr.shape.Nkv + 63) / 64 > int64_t{Keep::kCtaBlocks} * 65535)
+  if (c.kmask && keep_of(pr).key_blocks > int64_t{Keep::kCtaBlocks} * 65535)
     throw Unsupported("kmask=1: Nkv=" + std::to_string(pr.shape.Nkv) +
                       " needs more key-block groups than a grid's y dimension holds (65535)");
   if (c.cluster > 1 && pr.causal != Causal::none)
@@ -264,7 +268,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
   const int64_t units = (blocks + c.cluster - 1) / c.cluster * c.cluster *
                         splits(static_cast<int>(sh.D)) * sh.Hkv * sh.B;
   const int pairs = static_cast<int>((sh.Nkv + 127) / 128);
-  const Keep keep = ffpa_layout::fwd_sm90ws_keep(sh.B, sh.Hkv, sh.group() * sh.Nq, sh.Nkv);
+  const Keep keep = keep_of(pr);
   return std::make_unique<Fwd90wsOp>(nvrtc::Library(comp.cubin), p, tk, tv, units, c.tail, pairs,
                                      c.cluster, smem_bytes(c, static_cast<int>(sh.D)), dev.sm_count,
                                      c.kmask ? &keep : nullptr);
