@@ -9,6 +9,7 @@
 #include "variants/ffpa_bwd_sm80.hpp"
 #include "variants/ffpa_bwd_sm90.hpp"
 #include "variants/ffpa_bwd_sm90c.hpp"
+#include "variants/ffpa_fwd_decode.hpp"
 #include "variants/ffpa_fwd_sm80.hpp"
 #include "variants/ffpa_fwd_sm90.hpp"
 #include "variants/ffpa_fwd_sm90ws.hpp"
@@ -21,6 +22,7 @@ std::vector<std::unique_ptr<Variant>> make_variants() {
   v.push_back(make_ffpa_fwd_sm80());
   v.push_back(make_ffpa_fwd_sm90());
   v.push_back(make_ffpa_fwd_sm90ws());
+  v.push_back(make_ffpa_fwd_decode());
   v.push_back(make_ffpa_bwd_sm80());
   v.push_back(make_ffpa_bwd_sm90());
   v.push_back(make_ffpa_bwd_sm90c());
