@@ -47,6 +47,13 @@ FFPA_LAYOUT_FN long long decode_start(long long total, int blocks, int i) {
 FFPA_LAYOUT_FN int decode_block_of(long long total, int blocks, long long x) {
   return (int)(((x + 1) * blocks - 1) / total);
 }
+// Blocks of the grid (on the host): every resident block (`resident`, one wave) unless the
+// keys are fewer than two tiles of `kb` for each; at least one.
+FFPA_LAYOUT_FN long long decode_blocks(long long total, int kb, long long resident) {
+  const long long by_keys = total / (2 * kb);
+  const long long n = resident < by_keys ? resident : by_keys;
+  return n > 1 ? n : 1;
+}
 // Partial slots a head: the most blocks whose shares meet one head's keys (shares hold at least
 // total / blocks keys, blocks <= total). Head h's segment from block i is slot
 // h x head_slots + i - decode_block_of(h x vis).

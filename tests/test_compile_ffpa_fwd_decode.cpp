@@ -122,10 +122,10 @@ TEST_CASE("fwd-decode configuration checks and support surface", "[fwd-decode]")
 TEST_CASE("fwd-decode work split: equal shares, a head's segments in its slots", "[fwd-decode]") {
   using namespace ffpa_layout;
   // One wave of blocks over the heads' keys, as the host sizes it.
-  CHECK(fwd_decode::grid_blocks(32 * 8192, 64, 132) == 132);
-  CHECK(fwd_decode::grid_blocks(200, 64, 132) == 1);
-  CHECK(fwd_decode::grid_blocks(1, 32, 132) == 1);
-  CHECK(fwd_decode::grid_blocks(4 * 64 * 5, 64, 132) == 10);
+  CHECK(ffpa_layout::decode_blocks(32 * 8192, 64, 132) == 132);
+  CHECK(ffpa_layout::decode_blocks(200, 64, 132) == 1);
+  CHECK(ffpa_layout::decode_blocks(1, 32, 132) == 1);
+  CHECK(ffpa_layout::decode_blocks(4 * 64 * 5, 64, 132) == 10);
   for (long long vis : {1LL, 7LL, 64LL, 333LL, 8192LL})
     for (long long heads : {1LL, 3LL, 32LL, 264LL})
       for (int blocks : {1, 2, 5, 132, 264}) {

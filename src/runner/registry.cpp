@@ -6,6 +6,7 @@
 #include "baselines/unfused.hpp"
 #include "core/error.hpp"
 #include "variants/ffpa_bwd_decode.hpp"
+#include "variants/ffpa_bwd_decode_sm90.hpp"
 #include "variants/ffpa_bwd_sm80.hpp"
 #include "variants/ffpa_bwd_sm90.hpp"
 #include "variants/ffpa_bwd_sm90c.hpp"
@@ -27,6 +28,7 @@ std::vector<std::unique_ptr<Variant>> make_variants() {
   v.push_back(make_ffpa_bwd_sm90());
   v.push_back(make_ffpa_bwd_sm90c());
   v.push_back(make_ffpa_bwd_decode());
+  v.push_back(make_ffpa_bwd_decode_sm90());
   return v;
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "ffpa_bwd_sm80_layout.h"
+#include "ffpa_fwd_decode_layout.h"
 #include "tensors/tensors.hpp"
 #include "variants/ffpa_fwd_sm80.hpp"
 #include "variants/ffpa_variant.hpp"
@@ -33,7 +34,7 @@ class BwdOp : public Op {
   BwdOp(nvrtc::Library lib, const char* main_kernel, const FfpaBwdParams& p, dim3 grid, int threads,
         int smem, int dbias, size_t dbias_bytes, int sm_count, Chain chain, gpu::DeviceBuffer delta,
         gpu::DeviceBuffer dq_accum, gpu::DeviceBuffer dbias_accum, const SplitTail* tail,
-        int cluster)
+        int cluster, const StreamKeys* stream)
       : lib_(std::move(lib)),
         p_(p),
         grid_(grid),
@@ -51,6 +52,14 @@ class BwdOp : public Op {
     convert_ = lib_.kernel("ffpa_bwd_convert_kernel");
     FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(main_),
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
+    if (stream) {
+      stream_ = *stream;
+      grid_ = launch_grid(
+          ffpa_layout::decode_blocks(
+              stream->keys, stream->kb,
+              gpu::resident(reinterpret_cast<const void*>(main_), threads_, smem_, 1, sm_count_)),
+          1, 1);
+    }
     if (tail) {
       // Units: clusters of key tiles x kv heads x batches; the split ones are the last head's,
       // their pieces in one plane of the grid.
@@ -79,13 +88,15 @@ class BwdOp : public Op {
 
   void launch(cudaStream_t s) override {
     void* args[] = {&p_};
+    void* stream_args[] = {&p_, &stream_.tk, &stream_.tv};
     if (dbias_ == 3) FFPA_CUDA(cudaMemsetAsync(p_.dbias, 0, dbias_bytes_, s));
     if (dbias_accum_) FFPA_CUDA(cudaMemsetAsync(dbias_accum_.get(), 0, dbias_accum_.bytes(), s));
     const long long rows = static_cast<long long>(p_.fwd.B) * p_.fwd.Hq * p_.fwd.Nq;
     gpu::launch(reinterpret_cast<const void*>(pre_), dim3(static_cast<unsigned>((rows + 7) / 8)),
                 dim3(256), 0, s, args);
     gpu::launch(reinterpret_cast<const void*>(main_), grid_, dim3(threads_),
-                static_cast<size_t>(smem_), s, args, chain_ == Chain::all);
+                static_cast<size_t>(smem_), s, stream_.keys ? stream_args : args,
+                chain_ == Chain::all);
     // The convert waits for the merge, which waits for the main kernel.
     if (merge_)
       gpu::launch(reinterpret_cast<const void*>(merge_),
@@ -102,8 +113,10 @@ class BwdOp : public Op {
                                 dkv_partial_.bytes());
   }
   std::string includes() const override {
-    std::string s =
-        "preprocess (delta, dQ accumulator zeroed) + dK/dV kernel (dQ fp32 atomics) + dQ convert";
+    std::string s = "preprocess (delta, dQ accumulator zeroed) + dK/dV kernel (dQ fp32 atomics";
+    if (stream_.keys)
+      s += "; TMA ring, " + std::to_string(grid_.x) + " blocks share the heads' keys";
+    s += ") + dQ convert";
     if (dbias_ == 1 || dbias_ == 2) s += " + dBias zeroing and convert";
     if (dbias_ == 3) s += " + dBias memset";
     if (merge_)
@@ -126,6 +139,7 @@ class BwdOp : public Op {
   gpu::DeviceBuffer delta_, dq_accum_, dbias_accum_, dkv_partial_;
   int64_t tail_units_ = 0;
   int merge_keys_ = 0;
+  StreamKeys stream_;
   cudaKernel_t pre_ = nullptr, main_ = nullptr, convert_ = nullptr, merge_ = nullptr;
 };
 
@@ -252,7 +266,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
 std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, const char* main_kernel,
                             int Bc, int threads, int smem, const FfpaBwdParams& params,
                             const gpu::DeviceInfo& dev, int cluster, int64_t dq_floats,
-                            bool main_waits, const SplitTail* tail) {
+                            bool main_waits, const SplitTail* tail, const StreamKeys* stream) {
   // 16-byte cp.async / vector loads of q, k, v, o, dO rows; 4-byte stores of dq, dk, dv pairs.
   const FfpaFwdParams& f = params.fwd;
   if (!qkvo_aligned(f, 8) ||
@@ -290,7 +304,8 @@ std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, cons
   const Chain chain = dev.sm_major < 9 ? Chain::none : main_waits ? Chain::all : Chain::convert;
   return std::make_unique<BwdOp>(nvrtc::Library(comp.cubin), main_kernel, p, grid, threads, smem,
                                  ft.dbias, dbias_bytes, dev.sm_count, chain, std::move(delta),
-                                 std::move(dq_accum), std::move(dbias_accum), tail, cluster);
+                                 std::move(dq_accum), std::move(dbias_accum), tail, cluster,
+                                 stream);
 }
 
 }  // namespace ffpa::bwd

@@ -84,10 +84,19 @@ struct SplitTail {
   int keys = 0;
   const char* merge = nullptr;
 };
+// `stream` (not null): the main kernel takes TMA maps of K and V after the params and is one
+// wave of blocks sharing `keys` keys (ffpa_fwd_decode_layout.h's decode_blocks with `kb`) in
+// place of make_op's grid.
+struct StreamKeys {
+  FfpaTmaDesc tk, tv;
+  int64_t keys = 0;
+  int kb = 0;
+};
 std::unique_ptr<Op> make_op(const Problem&, const nvrtc::Compiled& comp, const char* main_kernel,
                             int Bc, int threads, int smem, const FfpaBwdParams& params,
                             const gpu::DeviceInfo&, int cluster = 1, int64_t dq_floats = 0,
-                            bool main_waits = false, const SplitTail* tail = nullptr);
+                            bool main_waits = false, const SplitTail* tail = nullptr,
+                            const StreamKeys* stream = nullptr);
 
 }  // namespace ffpa::bwd
 

@@ -36,7 +36,7 @@ class DecodeOp : public Op {
     merge_ = lib_.kernel(kMerge);
     FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn_),
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
-    const int64_t blocks = grid_blocks(
+    const int64_t blocks = ffpa_layout::decode_blocks(
         total, kb,
         gpu::resident(reinterpret_cast<const void*>(fn_), Config::threads(), smem_, 1, sm_count));
     p_.num_splits = static_cast<int>(blocks);
@@ -132,10 +132,6 @@ Support check(const Config& c, int D, int smem_limit) {
   // O of 16 rows x D / 4 columns a consumer thread (D / 8 floats), S and P fragments.
   return check_resources(smem_bytes(c, D), smem_limit, Config::threads(),
                          padded_d(D, 64) / 8 + 3 * c.kb / 8 + 48);
-}
-
-int64_t grid_blocks(int64_t total_keys, int kb, int64_t resident) {
-  return std::max<int64_t>(1, std::min(resident, total_keys / (2 * kb)));
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const fwd::Features& f) {

@@ -40,10 +40,6 @@ int smem_bytes(const Config&, int D);
 // Whether the configuration can run D on a device of this shared-memory limit.
 Support check(const Config&, int D, int smem_limit);
 
-// Blocks of the grid: every resident block (`resident`, one wave) unless the problem has fewer
-// than two tiles of keys for each; at least one.
-int64_t grid_blocks(int64_t total_keys, int kb, int64_t resident);
-
 std::vector<std::string> nvrtc_options(const Config&, const fwd::Features&);
 nvrtc::Compiled compile(const Config&, const fwd::Features&);
 

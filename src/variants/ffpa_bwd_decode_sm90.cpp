@@ -1,0 +1,172 @@
+// Variant "ffpa-bwd-decode-sm90": the backward for few query rows (group x Nq at most 16) on
+// Hopper (TMA ring, mma.sync), compiled by NVRTC at bind().
+#include "variants/ffpa_bwd_decode_sm90.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "ffpa_bwd_decode_sm90_layout.h"
+#include "gpu/tma.hpp"
+#include "tensors/tensors.hpp"
+#include "variants/ffpa_variant.hpp"
+
+namespace ffpa::bwd_decode90 {
+using namespace ffpa_family;
+namespace {
+
+constexpr const char* kKernel = "ffpa_bwd_decode_sm90_kernel";
+constexpr Knob<Config> kKnobs[] = {{"kb", &Config::kb}, {"slots", &Config::slots}};
+
+// Keys every (batch, kv head) sees, as the kernel's visible_keys: all of Nkv, or up to the last
+// key a causal row sees.
+int64_t visible_keys(const Problem& pr) {
+  const auto& s = pr.shape;
+  if (pr.causal == Causal::none) return s.Nkv;
+  const int64_t last = s.Nq - 1 + (pr.causal == Causal::bottom_right ? s.Nkv - s.Nq : 0);
+  return std::min(last + 1, s.Nkv);
+}
+
+int problem_rows(const Problem& pr) {
+  return computed_rows(static_cast<int>(pr.shape.group() * pr.shape.Nq));
+}
+
+}  // namespace
+
+Support problem_check(const Problem& pr) {
+  const auto& s = pr.shape;
+  if (s.group() * s.Nq > kMaxRows)
+    return Support::no("group x Nq = " + std::to_string(s.group() * s.Nq) +
+                       ": ffpa-bwd-decode-sm90 holds every query row of a kv head's group in one "
+                       "block, at most " +
+                       std::to_string(kMaxRows));
+  if (s.D > kMaxD)
+    return Support::no("D=" + std::to_string(s.D) + ": ffpa-bwd-decode-sm90 takes D up to " +
+                       std::to_string(kMaxD));
+  return Support::yes();
+}
+
+int computed_rows(int rows) {
+  return rows <= 8 ? 8 : 16;
+}
+
+const std::vector<std::string>& knob_names() {
+  static const std::vector<std::string> names = ffpa_family::knob_names(kKnobs);
+  return names;
+}
+
+Config Config::from_knobs(const Knobs& k) {
+  return read_knobs(kKnobs, k);
+}
+
+Knobs Config::knobs() const {
+  return knobs_of(kKnobs, *this);
+}
+
+int smem_bytes(const Config& c, int D, int nr) {
+  return ffpa_layout::bwd_decode_sm90_layout(padded_d(D, 64), c.kb, c.slots, nr).bytes;
+}
+
+Config default_config(const Problem& pr) {
+  // 32-key tiles where four slots of them fit (two tiles in flight), else 16; then as many slots
+  // as fit, at most 6 of 32 keys or 8 of 16: the bytes in flight an SM that hide HBM's latency.
+  const int D = static_cast<int>(pr.shape.D), nr = problem_rows(pr);
+  const int limit = 227 * 1024;
+  Config c{32, 4};
+  if (smem_bytes(c, D, nr) > limit) c.kb = 16;
+  const int most = c.kb == 32 ? 6 : 8;
+  c.slots = 2;
+  while (c.slots < most && smem_bytes(Config{c.kb, c.slots + 1}, D, nr) <= limit) ++c.slots;
+  return c;
+}
+
+Support check(const Config& c, int D, int smem_limit) {
+  auto s = [](int v) { return std::to_string(v); };
+  if (D % 8 || D > kMaxD)
+    return Support::no("D=" + s(D) + ": ffpa-bwd-decode-sm90 needs a multiple of 8, at most " +
+                       s(kMaxD));
+  if (c.kb != 16 && c.kb != 32 && c.kb != 64) return Support::no("kb is 16, 32 or 64");
+  if (c.slots < 2 || c.slots > 8) return Support::no("slots is 2 to 8");
+  // dQ^T of 8 rows x D / 4 columns a consumer thread (D / 16 floats), a chunk's 32 accumulators,
+  // the S/dP fragments and addresses.
+  return check_resources(smem_bytes(c, D, 8), smem_limit, Config::threads(),
+                         padded_d(D, 64) / 16 + 96);
+}
+
+std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f, int nr) {
+  std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_KB, FFPA_SLOTS
+  const std::vector<std::string> fd = f.defines();
+  o.insert(o.end(), fd.begin(), fd.end());
+  o.push_back("-DFFPA_NR=" + std::to_string(nr));
+  return o;
+}
+
+nvrtc::Compiled compile(const Config& c, const bwd::Features& f, int nr) {
+  return nvrtc::compile("ffpa_bwd_decode_sm90.cuh", nvrtc_options(c, f, nr), "sm_90a");
+}
+
+nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::DeviceInfo& dev) {
+  if (Support s = needs_sm90(dev); !s.ok()) throw Unsupported(s.reason);
+  if (Support s = problem_check(pr); !s.ok()) throw Unsupported(s.reason);
+  const int D = static_cast<int>(pr.shape.D), nr = problem_rows(pr);
+  if (Support s = check(c, D, dev.smem_per_block_optin); !s.ok()) throw Unsupported(s.reason);
+  if (Support s =
+          check_resources(smem_bytes(c, D, nr), dev.smem_per_block_optin, Config::threads(), 0);
+      !s.ok())
+    throw Unsupported(s.reason + " (" + std::to_string(nr) + " query rows)");
+  nvrtc::Compiled comp = compile(c, bwd::Features::of(pr), nr);
+  refuse_spills(comp, kKernel);
+  return comp;
+}
+
+std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams& params,
+                         const gpu::DeviceInfo& dev) {
+  if (!aligned(params.dk, {params.dk_batch_stride, params.dk_head_stride, params.dk_row_stride},
+               8) ||
+      !aligned(params.dv, {params.dv_batch_stride, params.dv_head_stride, params.dv_row_stride}, 8))
+    throw Unsupported(
+        "ffpa-bwd-decode-sm90 stores 8 elements of dK and dV at once: their rows and strides "
+        "must be 16-byte aligned");
+  const nvrtc::Compiled comp = compile_for(pr, c, dev);
+  const auto& sh = pr.shape;
+  const FfpaFwdParams& f = params.fwd;
+  const bool bf16 = pr.dtype == Dtype::bf16;
+  bwd::StreamKeys stream;
+  stream.tk = gpu::tma_rows_map(f.k, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, f.k_row_stride,
+                                f.k_head_stride, f.k_batch_stride, c.kb);
+  stream.tv = gpu::tma_rows_map(f.v, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, f.v_row_stride,
+                                f.v_head_stride, f.v_batch_stride, c.kb);
+  stream.keys = sh.B * sh.Hkv * visible_keys(pr);
+  stream.kb = c.kb;
+  return bwd::make_op(pr, comp, kKernel, c.kb, Config::threads(),
+                      smem_bytes(c, static_cast<int>(sh.D), problem_rows(pr)), params, dev, 1, 0,
+                      /*main_waits=*/true, nullptr, &stream);
+}
+
+}  // namespace ffpa::bwd_decode90
+
+namespace ffpa {
+namespace {
+
+struct BwdDecodeSm90 {
+  static constexpr const char* name = "ffpa-bwd-decode-sm90";
+  static constexpr Pass pass = Pass::bwd;
+  using Config = bwd_decode90::Config;
+  static constexpr auto knob_names = bwd_decode90::knob_names;
+  static constexpr auto default_config = bwd_decode90::default_config;
+  static constexpr auto check = bwd_decode90::check;
+  static constexpr auto compile = bwd_decode90::compile_for;
+  static constexpr auto problem_check = bwd_decode90::problem_check;  // group x Nq <= 16
+  static constexpr auto device_check = ffpa_family::needs_sm90;
+  static std::unique_ptr<Op> bind(const Problem& p, const Config& c, AttnTensors& t,
+                                  const gpu::DeviceInfo& d) {
+    return bwd_decode90::bind(p, c, t.bwd_params(), d);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Variant> make_ffpa_bwd_decode_sm90() {
+  return std::make_unique<ffpa_family::FfpaVariant<BwdDecodeSm90>>();
+}
+
+}  // namespace ffpa

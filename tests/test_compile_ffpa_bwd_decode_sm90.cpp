@@ -1,0 +1,238 @@
+// NVRTC compiles the Hopper decode backward (ffpa-bwd-decode-sm90) without a GPU, for sm_90a: at
+// D in {64, 136, 320, 512, 1024} the default configuration for one query row and for a group of
+// 16 with both dtypes, both causal alignments, dropout and each bias shape, and every kb at the
+// fewest and most slots that fit, plain and with every feature, must not spill and must not use a
+// stack frame (but one point that spills, which bind() must refuse). Its
+// checks, support surface (decode rows only, Hopper) and the ring's protocol (a model of the
+// kernel's mbarrier waits and releases) are read here too.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "ffpa_bwd_decode_sm90_layout.h"
+#include "ffpa_support.hpp"
+#include "gpu/nvrtc.hpp"
+#include "support.hpp"
+#include "tuning/grid.hpp"
+#include "variants/ffpa_bwd_decode_sm90.hpp"
+
+using namespace ffpa;
+using test::h200;
+
+namespace {
+
+constexpr const char* kMain = "ffpa_bwd_decode_sm90_kernel";
+constexpr int kSmem = 227 * 1024;
+
+// Decode: one query row of 32 heads over 8192 keys; `group` q heads a kv head.
+Problem decode_problem(int D, Causal causal = Causal::none, int group = 1) {
+  Problem p = test::compile_problem(D, causal);
+  p.shape.Nq = 1;
+  p.shape.Hkv = p.shape.Hq / group;
+  return p;
+}
+
+// Whether the kernel of `c` for p spills (then bind() must refuse it, naming the spills).
+bool spills(const bwd_decode90::Config& c, const Problem& p) {
+  const int nr = bwd_decode90::computed_rows(static_cast<int>(p.shape.group() * p.shape.Nq));
+  const nvrtc::Compiled comp = bwd_decode90::compile(c, bwd::Features::of(p), nr);
+  const auto it = comp.info.find(kMain);
+  return it != comp.info.end() && (it->second.spill_stores || it->second.spill_loads);
+}
+
+void compile_clean(const bwd_decode90::Config& c, const Problem& p) {
+  const bwd::Features f = bwd::Features::of(p);
+  const int nr = bwd_decode90::computed_rows(static_cast<int>(p.shape.group() * p.shape.Nq));
+  INFO("D=" << f.D << " " << to_string(c.knobs()) << " nr=" << nr << (f.bf16 ? " bf16" : " fp16")
+            << " causal=" << f.causal << " bias=" << f.bias << " dbias=" << f.dbias
+            << " dropout=" << f.dropout);
+  REQUIRE(bwd_decode90::check(c, f.D, kSmem).ok());
+  const nvrtc::Compiled comp = bwd_decode90::compile(c, f, nr);
+  INFO(comp.log);
+  test::check_clean(comp, {"ffpa_bwd_pre_kernel", kMain, "ffpa_bwd_convert_kernel"});
+}
+
+bool fits(const bwd_decode90::Config& c, int D, int nr) {
+  return bwd_decode90::check(c, D, kSmem).ok() && bwd_decode90::smem_bytes(c, D, nr) <= kSmem;
+}
+
+}  // namespace
+
+TEST_CASE("bwd-decode-sm90 configurations compile without spills", "[nvrtc][bwd-decode-sm90]") {
+  test::FreshCache cache;
+  for (int D : {64, 136, 320, 512, 1024})
+    for (int group : {1, 16}) {
+      const bwd_decode90::Config def =
+          bwd_decode90::default_config(decode_problem(D, Causal::none, group));
+      for (Causal causal : {Causal::none, Causal::bottom_right, Causal::top_left})
+        for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
+          Problem p = decode_problem(D, causal, group);
+          p.dtype = dt;
+          compile_clean(def, p);
+        }
+      Problem p = decode_problem(D, Causal::bottom_right, group);
+      p.dropout = 0.1;
+      compile_clean(def, p);
+      for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full})
+        for (BiasDtype md : {BiasDtype::fp32, BiasDtype::input}) {
+          p.bias = m;
+          p.bias_dtype = md;
+          compile_clean(def, p);
+        }
+      // Every tile width at the fewest and the most slots that fit (the slots change only
+      // offsets), plain and with the most work in the element phase (causal, dropout, a full
+      // bias with dBias).
+      const int nr = group == 1 ? 8 : 16;
+      for (int kb : {16, 32, 64})
+        for (int slots = 2; slots <= 8; ++slots) {
+          const bwd_decode90::Config c{kb, slots};
+          if (!fits(c, D, nr)) continue;
+          if (slots > 2 && slots < 8 && fits(bwd_decode90::Config{kb, slots + 1}, D, nr)) continue;
+          compile_clean(c, decode_problem(D, Causal::none, group));
+          Problem q = decode_problem(D, Causal::top_left, group);
+          q.dropout = 0.1;
+          q.bias = BiasKind::full;
+          // 32-key tiles with 16 rows past D = 512 (dQ's accumulators take 128 registers) spill
+          // a few bytes with every feature: bind() refuses that point.
+          if (D > 512 && group == 16 && kb == 32 && spills(c, q)) {
+            INFO(to_string(c.knobs()));
+            CHECK_THROWS_WITH(bwd_decode90::compile_for(q, c, h200()), Catch::Contains("spills"));
+            continue;
+          }
+          compile_clean(c, q);
+        }
+    }
+}
+
+TEST_CASE("bwd-decode-sm90 configuration checks and support surface", "[bwd-decode-sm90]") {
+  using bwd_decode90::Config;
+  auto def = [](int D, int group = 1) {
+    return to_string(bwd_decode90::default_config(decode_problem(D, Causal::none, group)).knobs());
+  };
+  // Defaults: 32-key tiles where four slots fit, else 16; as many slots as fit (6 of 32 keys or
+  // 8 of 16 at most).
+  CHECK(def(64) == "kb=32,slots=6");
+  CHECK(def(320) == "kb=32,slots=6");
+  CHECK(def(512) == "kb=32,slots=5");
+  CHECK(def(512, 16) == "kb=32,slots=5");
+  CHECK(def(1024) == "kb=16,slots=5");
+  CHECK(def(1024, 16) == "kb=16,slots=4");
+  for (int D : {8, 64, 136, 320, 512, 768, 1024})
+    for (int group : {1, 16}) {
+      const Config c = bwd_decode90::default_config(decode_problem(D, Causal::none, group));
+      CHECK(fits(c, D, group == 1 ? 8 : 16));
+    }
+  CHECK_THAT(bwd_decode90::check(Config{}, 1032, kSmem).reason, Catch::Contains("at most 1024"));
+  CHECK_THAT(bwd_decode90::check(Config{}, 100, kSmem).reason, Catch::Contains("multiple of 8"));
+  CHECK_THAT(bwd_decode90::check(Config{48, 4}, 512, kSmem).reason,
+             Catch::Contains("kb is 16, 32 or 64"));
+  CHECK_THAT(bwd_decode90::check(Config{32, 1}, 512, kSmem).reason,
+             Catch::Contains("slots is 2 to 8"));
+  CHECK_THAT(bwd_decode90::check(Config{32, 9}, 64, kSmem).reason,
+             Catch::Contains("slots is 2 to 8"));
+  CHECK_THAT(bwd_decode90::check(Config{64, 4}, 512, kSmem).reason,
+             Catch::Contains("shared memory"));
+  CHECK_THAT(bwd_decode90::check(Config{32, 3}, 1024, kSmem).reason,
+             Catch::Contains("shared memory"));
+  // The rows: 8 for one to 8, 16 past them (Q and dO twice the bytes).
+  CHECK(bwd_decode90::computed_rows(1) == 8);
+  CHECK(bwd_decode90::computed_rows(8) == 8);
+  CHECK(bwd_decode90::computed_rows(9) == 16);
+  CHECK(bwd_decode90::smem_bytes(Config{16, 4}, 1024, 16) >
+        bwd_decode90::smem_bytes(Config{16, 4}, 1024, 8));
+
+  auto v = make_ffpa_bwd_decode_sm90();
+  CHECK(v->name() == "ffpa-bwd-decode-sm90");
+  CHECK(v->pass() == Pass::bwd);
+  const Grid g = load_variant_grid(v->name(), (test::source_dir() / "configs" / "grids").string());
+  CHECK(check_grid_matches(g, v->knob_names()).ok());
+  Problem dec = decode_problem(512);
+  CHECK(v->supports(dec).ok());
+  CHECK(v->supports(dec, v->default_knobs(dec), h200()).ok());
+  dec.shape.Hkv = 2;  // a group of 16 q heads, one row each: 16 rows
+  CHECK(v->supports(dec).ok());
+  dec.shape.Nq = 2;  // 32 rows
+  CHECK_THAT(v->supports(dec).reason, Catch::Contains("group x Nq = 32"));
+  CHECK_THAT(v->supports(test::compile_problem(512)).reason, Catch::Contains("at most 16"));
+  gpu::DeviceInfo ampere = h200();
+  ampere.sm_major = 8;
+  CHECK_FALSE(v->supports(decode_problem(512), v->default_knobs(decode_problem(512)), ampere).ok());
+}
+
+// The kernel's ring, modelled: the producer issues items (tile t's K, then its V) into slot
+// n % slots after waiting for the slot's (n / slots - 1)-th release (parity); the consumers wait
+// for tile t's K fill, then its V fill (parity n / slots), release V (after dP), then K (after
+// dQ). Run in every interleaving a fair scheduler reaches (the producer as far ahead as the
+// barriers allow, or as lazy as possible), every consumer read sees the item the producer put in
+// the slot, no wait could complete on a later phase of the same parity, and both finish.
+TEST_CASE("bwd-decode-sm90 ring protocol: no deadlock, every read sees its item",
+          "[bwd-decode-sm90][sim]") {
+  for (int slots = 2; slots <= 8; ++slots)
+    for (int tiles = 0; tiles <= 9; ++tiles)
+      for (bool eager : {true, false}) {
+        INFO("slots=" << slots << " tiles=" << tiles << (eager ? " eager" : " lazy"));
+        const int items = 2 * tiles;
+        std::vector<int> fills(slots, 0), releases(slots, 0), content(slots, -1);
+        int produced = 0;
+        // The consumers' tile and step: 0 wait K, 1 wait V, 2 release V, 3 release K.
+        int tile = 0, step = 0;
+        bool progress = true;
+        auto filled = [&](int n) {
+          const int s = n % slots, use = n / slots;
+          CHECK(fills[s] <= use + 1);
+          return fills[s] > use;
+        };
+        auto release = [&](int n) {
+          CHECK(content[n % slots] == n);  // the slot still holds the item until its release
+          ++releases[n % slots];
+        };
+        while ((produced < items || tile < tiles) && progress) {
+          progress = false;
+          auto produce = [&] {
+            if (produced >= items) return false;
+            const int s = produced % slots, use = produced / slots;
+            CHECK(releases[s] <= use);  // a parity wait cannot mistake a later phase
+            if (use > 0 && releases[s] < use) return false;
+            content[s] = produced;
+            ++fills[s];
+            ++produced;
+            return true;
+          };
+          auto consume = [&] {
+            if (tile >= tiles) return false;
+            const int k = 2 * tile, v = k + 1;
+            switch (step) {
+              case 0:
+                if (!filled(k)) return false;
+                CHECK(content[k % slots] == k);
+                break;
+              case 1:
+                if (!filled(v)) return false;
+                CHECK(content[v % slots] == v);
+                CHECK(content[k % slots] == k);  // K still there for dQ
+                break;
+              case 2:
+                release(v);
+                break;
+              case 3:
+                release(k);
+                break;
+            }
+            if (++step == 4) step = 0, ++tile;
+            return true;
+          };
+          if (eager) {
+            while (produce()) progress = true;
+            if (consume()) progress = true;
+          } else {
+            if (consume())
+              progress = true;
+            else if (produce())
+              progress = true;
+          }
+        }
+        CHECK(produced == items);
+        CHECK(tile == tiles);
+      }
+}
