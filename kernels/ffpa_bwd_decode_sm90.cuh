@@ -24,19 +24,20 @@
 //   FFPA_KB      keys of a tile: 16, 32 or 64
 //   FFPA_SLOTS   ring slots (a K or a V tile each), at least 2
 //   FFPA_NR      query rows computed: 8 or 16 (the group's rows, group x Nq, rounded up)
+//   FFPA_WARPS   consumer warps: 4 or 8
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh
 //
-// A block: warp 4 (lane 0) is the producer: for each tile of its segments, K then V into the next
-// slot (dp / 64 boxes of KB keys x 64 columns, 128-byte swizzle) once the consumers released it.
-// The four consumer warps: a key block of 16 keys and DSP = 4 / (KB / 16) warps on it, each a
-// part of D. Warp (key block kbk, part dpart) for each tile:
+// A block: warp FFPA_WARPS (lane 0) is the producer: for each tile of its segments, K then V into
+// the next slot (dp / 64 boxes of KB keys x 64 columns, 128-byte swizzle) once the consumers
+// released it. The consumer warps: a key block of 16 keys and DSP = warps / (KB / 16) warps on it,
+// each a part of D. Warp (key block kbk, part dpart) for each tile:
 //  - S^T = K Q^T and dP^T = V dO^T of its 16 keys over its part of D (mma m16n8k16, keys as M,
 //    the rows as N); the V slot is released; the parts' partial sums meet in shared memory (a
 //    named barrier of the key block's warps);
 //  - P^T, dS^T per element (masks: past the segment, causal; bias, dropout with the forward's
 //    Philox elements, dBias), kept in registers as the A fragments of the next products; part 0
-//    writes dS to shared memory, and a named barrier of the four warps publishes it;
-//  - dQ^T[its quarter of D] += K^T dS^T over the tile's keys; the K slot is released;
+//    writes dS to shared memory, and a named barrier of the consumer warps publishes it;
+//  - dQ^T[its share of D's columns] += K^T dS^T over the tile's keys; the K slot is released;
 //  - dV = P^T dO and dK = scale dS^T Q of its keys and part of D, in chunks of at most 64
 //    columns, each through the warp's staging buffer to 16-byte global stores.
 #pragma once
@@ -58,19 +59,20 @@ constexpr int SLOTS = FFPA_SLOTS;
 constexpr int NR = FFPA_NR;
 constexpr int NN = NR / 8;  // n8 tiles of the rows
 constexpr int R = L::kRows;
-constexpr int NW = L::kWarps;
-constexpr int NT = L::kThreads;
+constexpr int NW = FFPA_WARPS;
+constexpr int NT = (NW + 1) * 32;
 constexpr int NC = NW * 32;      // consumer threads
 constexpr int KBK = KB / 16;     // key blocks of a tile
 constexpr int DSP = NW / KBK;    // warps of a key block: parts of D
 constexpr int DPART = DP / DSP;  // columns of a part
-constexpr int QW = DP / NW;      // dQ columns of a warp
-constexpr int MT = QW / 16;      // its m16 tiles
+// dQ: m16 tiles of columns a warp (the last warps' past DP, if any, skipped) and its columns.
+constexpr int MT = (DP / 16 + NW - 1) / NW;
+constexpr int QW = MT * 16;
 // Columns of a dK/dV chunk: 64, or 32 beside dQ accumulators of 128 registers (16 rows at
 // D > 512), which would otherwise spill.
 constexpr int CW = DPART % 64 == 0 && MT * NN * 4 < 128 ? 64 : DPART % 32 == 0 ? 32 : 16;
 FFPA_LAYOUT_FN ffpa_layout::BwdDecodeSm90 layout() {
-  return ffpa_layout::bwd_decode_sm90_layout(DP, KB, SLOTS, NR);
+  return ffpa_layout::bwd_decode_sm90_layout(DP, KB, SLOTS, NR, NW);
 }
 constexpr int SLOT = layout().slot;
 constexpr int OFF_Q = layout().q, OFF_O = layout().o, OFF_DS = layout().ds;
@@ -84,7 +86,8 @@ static_assert(D % 8 == 0 && D <= 1024, "D: a multiple of 8, at most 1024");
 static_assert(KB == 16 || KB == 32 || KB == 64, "16, 32 or 64 keys a tile");
 static_assert(SLOTS >= 2, "two ring slots at least");
 static_assert(NR == 8 || NR == 16, "8 or 16 rows");
-static_assert(DPART % 16 == 0 && QW % 16 == 0, "whole k16 steps and m16 tiles");
+static_assert(NW == 4 || NW == 8, "4 or 8 consumer warps");
+static_assert(DPART % 16 == 0, "whole k16 steps: the host refuses other parts of D");
 
 __device__ __forceinline__ void ldsm_x2(u32 (&r)[2], u32 addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
@@ -444,6 +447,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NT, 1)
         }
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
+          if (warp * QW + mt * 16 >= DP) break;  // warp-uniform
           u32 a[4];
           ldsm_x4_t(a, sk + tile_off(ks * 16 + (lane & 7) + (lane >> 4) * 8,
                                      warp * QW + mt * 16 + ((lane >> 3) & 1) * 8, KB));
@@ -472,6 +476,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NT, 1)
     float* sf = reinterpret_cast<float*>(smem + OFF_STAGE + warp * L::kStage);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {  // unrolled: dq is indexed by constants only
+      if (warp * QW + mt * 16 >= DP) break;
       __syncwarp();
 #pragma unroll
       for (int nt = 0; nt < NN; ++nt)

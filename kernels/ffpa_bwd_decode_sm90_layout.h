@@ -8,24 +8,23 @@
 namespace ffpa_layout {
 
 struct BwdDecodeSm90 {
-  static constexpr int kRows = 16;  // query rows of a block: a kv head's group x Nq at most
-  static constexpr int kWarps = 4;  // consumer warps; one producer warp beside them
-  static constexpr int kThreads = (kWarps + 1) * 32;
+  static constexpr int kRows = 16;         // query rows of a block: a kv head's group x Nq at most
   static constexpr int kStage = 16 * 128;  // a consumer warp's staging: 16 rows of 128 bytes
 
   int slot;   // one ring slot: a K or a V tile, kb keys x dp columns in 64-column panels
   int q, o;   // Q and dO of the segment's rows [nr][dp] in 64-column panels (the ring at 0)
   int ds;     // dS (16-bit) of the tile [nr][64], two buffers (by tile parity)
   int xch;    // the S and dP partial fragments of the warps that split D: [warps][16][32] fp32
-  int stage;  // kWarps x kStage: dK, dV (16-bit) and dQ (fp32) on their way to global memory
+  int stage;  // warps x kStage: dK, dV (16-bit) and dQ (fp32) on their way to global memory
   int stats;  // per row (kRows): lse * log2(e) (+inf: no gradient), then delta
   int bars;   // full[slots], then empty[slots]
   int bytes;  // dynamic shared memory of a launch, with the alignment slack
 };
 
 // dp: D padded to a multiple of 64 (TMA zero-fills the columns past D); kb: keys of a tile;
-// nr: query rows the kernel computes (8 or 16: the group's rows rounded up).
-FFPA_LAYOUT_FN BwdDecodeSm90 bwd_decode_sm90_layout(int dp, int kb, int slots, int nr) {
+// nr: query rows the kernel computes (8 or 16: the group's rows rounded up); warps: consumer
+// warps (4 or 8; a producer warp beside them).
+FFPA_LAYOUT_FN BwdDecodeSm90 bwd_decode_sm90_layout(int dp, int kb, int slots, int nr, int warps) {
   using L = BwdDecodeSm90;
   BwdDecodeSm90 l{};
   l.slot = kb * dp * 2;
@@ -33,8 +32,8 @@ FFPA_LAYOUT_FN BwdDecodeSm90 bwd_decode_sm90_layout(int dp, int kb, int slots, i
   l.o = l.q + nr * dp * 2;
   l.ds = l.o + nr * dp * 2;
   l.xch = l.ds + 2 * nr * 64 * 2;
-  l.stage = l.xch + (kb < 64 ? L::kWarps * 16 * 32 * 4 : 0);
-  l.stats = l.stage + L::kWarps * L::kStage;
+  l.stage = l.xch + (warps * 16 > kb ? warps * 16 * 32 * 4 : 0);  // warps split D
+  l.stats = l.stage + warps * L::kStage;
   l.bars = l.stats + L::kRows * 8;
   // The slots must start on a 1024-byte boundary (the 128-byte swizzle is a function of address
   // bits 7..9); the launch's base is only known to be 16-byte aligned.

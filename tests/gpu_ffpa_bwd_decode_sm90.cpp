@@ -2,11 +2,11 @@
 // random data (random dO, the reference forward's o and lse; FA3's rule via
 // expect_backward_close): one and a few query rows, GQA and MQA groups up to 16 rows, causal both
 // alignments (keys no row sees, rows that see none), key counts off the tile, B > 1, D 8..1024,
-// both dtypes, dropout, additive bias in every shape and dtype with dBias, every kb and a range
-// of slots. Small problems get a grid of a few blocks whose shares cross heads (a head's keys in
-// two or three segments, each adding its dQ), large ones one wave. Outputs are poisoned (NaN)
-// before the run so an unwritten element fails. "[bench]" times B=1 H=32 Nq=1 Nkv=8192 at D 320,
-// 512 and 1024 against ffpa-bwd-decode. Needs an sm_90 GPU.
+// both dtypes, dropout, additive bias in every shape and dtype with dBias, every kb and warps
+// count with the fewest and most slots. Small problems get a grid of a few blocks whose shares
+// cross heads (a head's keys in two or three segments, each adding its dQ), large ones one wave.
+// Outputs are poisoned (NaN) before the run so an unwritten element fails. "[bench]" times B=1 H=32
+// Nq=1 Nkv=8192 at D 320, 512 and 1024 against ffpa-bwd-decode. Needs an sm_90 GPU.
 #include <catch2/catch.hpp>
 
 #include <optional>
@@ -31,9 +31,8 @@ bool hopper() {
 
 bool fits(const bwd_decode90::Config& c, const Problem& pr) {
   static const int smem = gpu::open_device(0).smem_per_block_optin;
-  const int D = static_cast<int>(pr.shape.D);
   const int nr = bwd_decode90::computed_rows(static_cast<int>(pr.shape.group() * pr.shape.Nq));
-  return bwd_decode90::check(c, D, smem).ok() && bwd_decode90::smem_bytes(c, D, nr) <= smem;
+  return bwd_decode90::rows_check(c, static_cast<int>(pr.shape.D), nr, smem).ok();
 }
 
 void expect_close(const Problem& pr, std::optional<bwd_decode90::Config> cfg = std::nullopt) {
@@ -52,7 +51,7 @@ void expect_close_configs(const Problem& pr) {
   expect_close(pr);
   for (const bwd_decode90::Config& c :
        {bwd_decode90::Config{16, 2}, bwd_decode90::Config{32, 2}, bwd_decode90::Config{64, 2},
-        bwd_decode90::Config{16, 8}, bwd_decode90::Config{32, 5}})
+        bwd_decode90::Config{16, 8}, bwd_decode90::Config{32, 4, 8}})
     if (fits(c, pr)) expect_close(pr, c);
 }
 
@@ -137,15 +136,20 @@ TEST_CASE("bwd-decode-sm90: additive bias in every shape and dtype, with dBias",
       }
 }
 
-TEST_CASE("bwd-decode-sm90: every kb and slots that fit", "[gpu]") {
+TEST_CASE("bwd-decode-sm90: every kb and warps, the fewest and most slots that fit", "[gpu]") {
   if (!hopper()) return;
   for (int D : {64, 320, 512, 1024})
-    for (int kb : {16, 32, 64})
-      for (int slots = 2; slots <= 8; ++slots) {
-        const bwd_decode90::Config c{kb, slots};
-        const Problem p = make(2, 8, 4, 2, 257, D);
-        if (fits(c, p)) expect_close(p, c);
-      }
+    for (int warps : {4, 8})
+      for (int kb : {16, 32, 64})
+        for (int slots = 2; slots <= 8; ++slots) {
+          const bwd_decode90::Config c{kb, slots, warps};
+          const Problem p = make(2, 8, 4, 2, 257, D);
+          // The fewest and the most slots that fit (between them only offsets change).
+          if (!fits(c, p) ||
+              (slots > 2 && slots < 8 && fits(bwd_decode90::Config{kb, slots + 1, warps}, p)))
+            continue;
+          expect_close(p, c);
+        }
 }
 
 TEST_CASE("bwd-decode-sm90: the variant through AttnTensors passes the runner's FA3-rule check",
@@ -164,7 +168,9 @@ TEST_CASE("bwd-decode-sm90 timings against ffpa-bwd-decode", "[.][bench]") {
     for (const bwd_decode90::Config& c :
          {bwd_decode90::default_config(dec), bwd_decode90::Config{16, 4},
           bwd_decode90::Config{16, 8}, bwd_decode90::Config{32, 3}, bwd_decode90::Config{32, 4},
-          bwd_decode90::Config{64, 2}, bwd_decode90::Config{64, 3}}) {
+          bwd_decode90::Config{64, 2}, bwd_decode90::Config{64, 3}, bwd_decode90::Config{16, 4, 8},
+          bwd_decode90::Config{32, 3, 8}, bwd_decode90::Config{32, 4, 8},
+          bwd_decode90::Config{64, 2, 8}}) {
       if (!fits(c, dec)) continue;
       bench_backward("decode", dec, "sm90 " + to_string(c.knobs()),
                      [&](AttnTensors& t, const gpu::DeviceInfo& dev) {

@@ -1,8 +1,8 @@
 // NVRTC compiles the Hopper decode backward (ffpa-bwd-decode-sm90) without a GPU, for sm_90a: at
 // D in {64, 136, 320, 512, 1024} the default configuration for one query row and for a group of
-// 16 with both dtypes, both causal alignments, dropout and each bias shape, and every kb at the
-// fewest and most slots that fit, plain and with every feature, must not spill and must not use a
-// stack frame (but one point that spills, which bind() must refuse). Its
+// 16 with both dtypes, both causal alignments, dropout and each bias shape, and every kb and warps
+// at the fewest and most slots that fit, plain and with every feature, must not spill and must
+// not use a stack frame. Its
 // checks, support surface (decode rows only, Hopper) and the ring's protocol (a model of the
 // kernel's mbarrier waits and releases) are read here too.
 #include <catch2/catch.hpp>
@@ -33,14 +33,6 @@ Problem decode_problem(int D, Causal causal = Causal::none, int group = 1) {
   return p;
 }
 
-// Whether the kernel of `c` for p spills (then bind() must refuse it, naming the spills).
-bool spills(const bwd_decode90::Config& c, const Problem& p) {
-  const int nr = bwd_decode90::computed_rows(static_cast<int>(p.shape.group() * p.shape.Nq));
-  const nvrtc::Compiled comp = bwd_decode90::compile(c, bwd::Features::of(p), nr);
-  const auto it = comp.info.find(kMain);
-  return it != comp.info.end() && (it->second.spill_stores || it->second.spill_loads);
-}
-
 void compile_clean(const bwd_decode90::Config& c, const Problem& p) {
   const bwd::Features f = bwd::Features::of(p);
   const int nr = bwd_decode90::computed_rows(static_cast<int>(p.shape.group() * p.shape.Nq));
@@ -54,7 +46,7 @@ void compile_clean(const bwd_decode90::Config& c, const Problem& p) {
 }
 
 bool fits(const bwd_decode90::Config& c, int D, int nr) {
-  return bwd_decode90::check(c, D, kSmem).ok() && bwd_decode90::smem_bytes(c, D, nr) <= kSmem;
+  return bwd_decode90::rows_check(c, D, nr, kSmem).ok();
 }
 
 }  // namespace
@@ -84,24 +76,19 @@ TEST_CASE("bwd-decode-sm90 configurations compile without spills", "[nvrtc][bwd-
       // offsets), plain and with the most work in the element phase (causal, dropout, a full
       // bias with dBias).
       const int nr = group == 1 ? 8 : 16;
-      for (int kb : {16, 32, 64})
-        for (int slots = 2; slots <= 8; ++slots) {
-          const bwd_decode90::Config c{kb, slots};
-          if (!fits(c, D, nr)) continue;
-          if (slots > 2 && slots < 8 && fits(bwd_decode90::Config{kb, slots + 1}, D, nr)) continue;
-          compile_clean(c, decode_problem(D, Causal::none, group));
-          Problem q = decode_problem(D, Causal::top_left, group);
-          q.dropout = 0.1;
-          q.bias = BiasKind::full;
-          // 32-key tiles with 16 rows past D = 512 (dQ's accumulators take 128 registers) spill
-          // a few bytes with every feature: bind() refuses that point.
-          if (D > 512 && group == 16 && kb == 32 && spills(c, q)) {
-            INFO(to_string(c.knobs()));
-            CHECK_THROWS_WITH(bwd_decode90::compile_for(q, c, h200()), Catch::Contains("spills"));
-            continue;
+      for (int warps : {4, 8})
+        for (int kb : {16, 32, 64})
+          for (int slots = 2; slots <= 8; ++slots) {
+            const bwd_decode90::Config c{kb, slots, warps};
+            if (!fits(c, D, nr)) continue;
+            if (slots > 2 && slots < 8 && fits(bwd_decode90::Config{kb, slots + 1, warps}, D, nr))
+              continue;
+            compile_clean(c, decode_problem(D, Causal::none, group));
+            Problem q = decode_problem(D, Causal::top_left, group);
+            q.dropout = 0.1;
+            q.bias = BiasKind::full;
+            compile_clean(c, q);
           }
-          compile_clean(c, q);
-        }
     }
 }
 
@@ -112,12 +99,12 @@ TEST_CASE("bwd-decode-sm90 configuration checks and support surface", "[bwd-deco
   };
   // Defaults: 32-key tiles where four slots fit, else 16; as many slots as fit (6 of 32 keys or
   // 8 of 16 at most).
-  CHECK(def(64) == "kb=32,slots=6");
-  CHECK(def(320) == "kb=32,slots=6");
-  CHECK(def(512) == "kb=32,slots=5");
-  CHECK(def(512, 16) == "kb=32,slots=5");
-  CHECK(def(1024) == "kb=16,slots=5");
-  CHECK(def(1024, 16) == "kb=16,slots=4");
+  CHECK(def(64) == "kb=32,slots=6,warps=4");
+  CHECK(def(320) == "kb=32,slots=6,warps=4");
+  CHECK(def(512) == "kb=32,slots=5,warps=4");
+  CHECK(def(512, 16) == "kb=32,slots=5,warps=4");
+  CHECK(def(1024) == "kb=16,slots=5,warps=4");
+  CHECK(def(1024, 16) == "kb=16,slots=4,warps=4");
   for (int D : {8, 64, 136, 320, 512, 768, 1024})
     for (int group : {1, 16}) {
       const Config c = bwd_decode90::default_config(decode_problem(D, Causal::none, group));
@@ -135,6 +122,20 @@ TEST_CASE("bwd-decode-sm90 configuration checks and support surface", "[bwd-deco
              Catch::Contains("shared memory"));
   CHECK_THAT(bwd_decode90::check(Config{32, 3}, 1024, kSmem).reason,
              Catch::Contains("shared memory"));
+  CHECK_THAT(bwd_decode90::check(Config{32, 4, 6}, 512, kSmem).reason,
+             Catch::Contains("warps is 4 or 8"));
+  // Eight warps on a key block of a 16-key tile: D = 320 does not split into 8 parts of whole
+  // k16 steps; four warps do.
+  CHECK_THAT(bwd_decode90::check(Config{16, 4, 8}, 320, kSmem).reason, Catch::Contains("8 parts"));
+  CHECK(bwd_decode90::check(Config{32, 4, 8}, 320, kSmem).ok());
+  // 16 rows past D = 512 with four warps: 16-key tiles only (registers).
+  CHECK_THAT(bwd_decode90::rows_check(Config{32, 2}, 1024, 16, kSmem).reason,
+             Catch::Contains("registers"));
+  CHECK(bwd_decode90::rows_check(Config{32, 2}, 1024, 8, kSmem).ok());
+  CHECK(bwd_decode90::rows_check(Config{16, 4}, 1024, 16, kSmem).ok());
+  CHECK_THAT(bwd_decode90::rows_check(Config{16, 4, 8}, 512, 16, kSmem).reason,
+             Catch::Contains("8 warps"));
+  CHECK(bwd_decode90::rows_check(Config{16, 4, 8}, 512, 8, kSmem).ok());
   // The rows: 8 for one to 8, 16 past them (Q and dO twice the bytes).
   CHECK(bwd_decode90::computed_rows(1) == 8);
   CHECK(bwd_decode90::computed_rows(8) == 8);

@@ -15,7 +15,8 @@ using namespace ffpa_family;
 namespace {
 
 constexpr const char* kKernel = "ffpa_bwd_decode_sm90_kernel";
-constexpr Knob<Config> kKnobs[] = {{"kb", &Config::kb}, {"slots", &Config::slots}};
+constexpr Knob<Config> kKnobs[] = {
+    {"kb", &Config::kb}, {"slots", &Config::slots}, {"warps", &Config::warps}};
 
 // Keys every (batch, kv head) sees, as the kernel's visible_keys: all of Nkv, or up to the last
 // key a causal row sees.
@@ -63,7 +64,7 @@ Knobs Config::knobs() const {
 }
 
 int smem_bytes(const Config& c, int D, int nr) {
-  return ffpa_layout::bwd_decode_sm90_layout(padded_d(D, 64), c.kb, c.slots, nr).bytes;
+  return ffpa_layout::bwd_decode_sm90_layout(padded_d(D, 64), c.kb, c.slots, nr, c.warps).bytes;
 }
 
 Config default_config(const Problem& pr) {
@@ -72,7 +73,7 @@ Config default_config(const Problem& pr) {
   const int D = static_cast<int>(pr.shape.D), nr = problem_rows(pr);
   const int limit = 227 * 1024;
   Config c{32, 4};
-  if (smem_bytes(c, D, nr) > limit) c.kb = 16;
+  if (!rows_check(c, D, nr, limit).ok()) c.kb = 16;
   const int most = c.kb == 32 ? 6 : 8;
   c.slots = 2;
   while (c.slots < most && smem_bytes(Config{c.kb, c.slots + 1}, D, nr) <= limit) ++c.slots;
@@ -86,10 +87,31 @@ Support check(const Config& c, int D, int smem_limit) {
                        s(kMaxD));
   if (c.kb != 16 && c.kb != 32 && c.kb != 64) return Support::no("kb is 16, 32 or 64");
   if (c.slots < 2 || c.slots > 8) return Support::no("slots is 2 to 8");
-  // dQ^T of 8 rows x D / 4 columns a consumer thread (D / 16 floats), a chunk's 32 accumulators,
-  // the S/dP fragments and addresses.
-  return check_resources(smem_bytes(c, D, 8), smem_limit, Config::threads(),
-                         padded_d(D, 64) / 16 + 96);
+  if (c.warps != 4 && c.warps != 8) return Support::no("warps is 4 or 8");
+  // The warps of a key block (16 keys) split D in parts of whole k16 steps.
+  const int parts = c.warps * 16 / c.kb;
+  if (parts > 1 && padded_d(D, 64) / parts % 16)
+    return Support::no("D=" + s(D) + " (" + s(padded_d(D, 64)) + " padded) does not split into " +
+                       s(parts) + " parts of whole 16-column steps (kb=" + s(c.kb) +
+                       ", warps=" + s(c.warps) + ")");
+  // dQ^T of 8 rows x D / warps columns a consumer thread, a chunk's 32 accumulators, the S/dP
+  // fragments and addresses.
+  return check_resources(smem_bytes(c, D, 8), smem_limit, c.threads(),
+                         padded_d(D, 64) * 4 / c.warps / 16 + 96);
+}
+
+Support rows_check(const Config& c, int D, int nr, int smem_limit) {
+  if (Support s = check(c, D, smem_limit); !s.ok()) return s;
+  if (nr == 16 && c.warps == 8)
+    return Support::no(
+        "16 query rows with 8 warps: ptxas spills beside the exchange of D's "
+        "parts (4 warps serve 16 rows)");
+  if (nr == 16 && D > 512 && c.kb != 16)
+    return Support::no(
+        "16 query rows past D = 512 with 4 warps: dQ takes 128 registers a thread, "
+        "and kb=" +
+        std::to_string(c.kb) + " spills beside them (kb=16 does not)");
+  return check_resources(smem_bytes(c, D, nr), smem_limit, c.threads(), 0);
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f, int nr) {
@@ -108,11 +130,8 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
   if (Support s = needs_sm90(dev); !s.ok()) throw Unsupported(s.reason);
   if (Support s = problem_check(pr); !s.ok()) throw Unsupported(s.reason);
   const int D = static_cast<int>(pr.shape.D), nr = problem_rows(pr);
-  if (Support s = check(c, D, dev.smem_per_block_optin); !s.ok()) throw Unsupported(s.reason);
-  if (Support s =
-          check_resources(smem_bytes(c, D, nr), dev.smem_per_block_optin, Config::threads(), 0);
-      !s.ok())
-    throw Unsupported(s.reason + " (" + std::to_string(nr) + " query rows)");
+  if (Support s = rows_check(c, D, nr, dev.smem_per_block_optin); !s.ok())
+    throw Unsupported(s.reason + " (" + std::to_string(nr) + " query rows computed)");
   nvrtc::Compiled comp = compile(c, bwd::Features::of(pr), nr);
   refuse_spills(comp, kKernel);
   return comp;
@@ -137,7 +156,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
                                 f.v_head_stride, f.v_batch_stride, c.kb);
   stream.keys = sh.B * sh.Hkv * visible_keys(pr);
   stream.kb = c.kb;
-  return bwd::make_op(pr, comp, kKernel, c.kb, Config::threads(),
+  return bwd::make_op(pr, comp, kKernel, c.kb, c.threads(),
                       smem_bytes(c, static_cast<int>(sh.D), problem_rows(pr)), params, dev, 1, 0,
                       /*main_waits=*/true, nullptr, &stream);
 }

@@ -17,16 +17,17 @@
 
 namespace ffpa::bwd_decode90 {
 
-// Knobs, as in configs/grids/ffpa-bwd-decode-sm90.json. The block is fixed: every query row of a
-// kv head's group (at most 16), a producer warp and four consumer warps; the grid is one wave of
+// Knobs, as in configs/grids/ffpa-bwd-decode-sm90.json. A block holds every query row of a kv
+// head's group (at most 16), a producer warp and `warps` consumer warps; the grid is one wave of
 // blocks that share the heads' keys equally.
 struct Config {
   int kb = 32;    // keys of a tile: 16, 32 or 64
   int slots = 4;  // ring slots, a K or a V tile each (2 to 8)
+  int warps = 4;  // consumer warps: 4 or 8
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
-  static constexpr int threads() { return 160; }
+  int threads() const { return (warps + 1) * 32; }
 };
 
 constexpr int kMaxRows = 16;  // query rows of a group (group x Nq) a block holds
@@ -43,8 +44,11 @@ Config default_config(const Problem&);
 // Shared memory of a launch computing `nr` rows (computed_rows).
 int smem_bytes(const Config&, int D, int nr);
 // Whether the configuration can run D on a device of this shared-memory limit, for the fewest
-// rows (8); compile_for() checks the problem's rows.
+// rows (8); rows_check() adds the problem's rows.
 Support check(const Config&, int D, int smem_limit);
+// check() for `nr` computed rows: their shared memory; 16 rows with four warps only (eight spill),
+// and past D = 512 (dQ's accumulators take 128 registers a thread) with 16-key tiles only.
+Support rows_check(const Config&, int D, int nr, int smem_limit);
 
 std::vector<std::string> nvrtc_options(const Config&, const bwd::Features&, int nr);
 nvrtc::Compiled compile(const Config&, const bwd::Features&, int nr);
