@@ -33,12 +33,12 @@
 //  Rows past the group's (Q rows of zero) are computed and never stored.
 #pragma once
 
-#include "ffpa_fwd_decode_layout.h"
-#include "tma.cuh"
+#include "ffpa_decode_ring.cuh"
 
 namespace ffpa_fwd_dec {
 
 using namespace ffpa_dev;
+using namespace ffpa_decode;
 
 constexpr int D = FFPA_D;
 constexpr int DP = (D + 63) / 64 * 64;
@@ -75,30 +75,6 @@ __device__ __forceinline__ void ldsm_x2(u32 (&r)[2], u32 addr) {
                : "r"(addr));
 }
 
-// Keys every (batch, kv head) sees: row r sees keys k <= r + diag under causal masking.
-__device__ __forceinline__ long long visible_keys(const FfpaFwdParams& p) {
-  if (!FFPA_CAUSAL) return p.Nkv;
-  const long long last = (long long)p.Nq - 1 + (FFPA_CAUSAL == 1 ? p.Nkv - p.Nq : 0);
-  return last + 1 < p.Nkv ? last + 1 : p.Nkv;
-}
-
-// One segment of a block's share: keys [lo, hi) of head hh (= b x Hkv + kvh).
-struct Segment {
-  long long hh;
-  int lo, hi, kvh, b;
-};
-__device__ __forceinline__ Segment segment_at(const FfpaFwdParams& p, long long x, long long x1,
-                                              long long vis) {
-  Segment s;
-  s.hh = x / vis;
-  s.lo = (int)(x - s.hh * vis);
-  const long long end = x1 - s.hh * vis;
-  s.hi = (int)(end < vis ? end : vis);
-  s.kvh = (int)(s.hh % p.Hkv);
-  s.b = (int)(s.hh / p.Hkv);
-  return s;
-}
-
 }  // namespace ffpa_fwd_dec
 
 extern "C" __global__ void __launch_bounds__(ffpa_fwd_dec::NT, 1)
@@ -132,28 +108,8 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd_dec::NT, 1)
   __syncthreads();
 
   if (warp == NW) {
-    // The producer: ring item n is tile n / 2's K (n even) or V (n odd), slot n % SLOTS on its
-    // (n / SLOTS)-th use. It leaves when the last is issued: the consumers wait for every one.
-    if (lane == 0) {
-      tma_prefetch_desc(tk);
-      tma_prefetch_desc(tv);
-      int n = 0;
-      for (long long x = x0; x < x1;) {
-        const Segment g = segment_at(p, x, x1, vis);
-        for (int k = g.lo; k < g.hi; k += KB)
-#pragma unroll
-          for (int kind = 0; kind < 2; ++kind, ++n) {
-            const int s = n % SLOTS, use = n / SLOTS;
-            if (use > 0) mbar_wait(empty(s), (use - 1) & 1);
-            mbar_expect_tx(full(s), SLOT);
-#pragma unroll 1
-            for (int pn = 0; pn < DP / 64; ++pn)
-              tma_load_4d(base + s * SLOT + pn * KB * 128, kind ? tv : tk, pn * 64, k, g.kvh, g.b,
-                          full(s));
-          }
-        x = g.hh * vis + g.hi;
-      }
-    }
+    // The producer (ffpa_decode_ring.cuh).
+    if (lane == 0) produce<KB, DP, SLOTS>(p, tk, tv, base, full, empty, x0, x1, vis);
     return;
   }
 

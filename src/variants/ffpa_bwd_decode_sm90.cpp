@@ -18,15 +18,6 @@ constexpr const char* kKernel = "ffpa_bwd_decode_sm90_kernel";
 constexpr Knob<Config> kKnobs[] = {
     {"kb", &Config::kb}, {"slots", &Config::slots}, {"warps", &Config::warps}};
 
-// Keys every (batch, kv head) sees, as the kernel's visible_keys: all of Nkv, or up to the last
-// key a causal row sees.
-int64_t visible_keys(const Problem& pr) {
-  const auto& s = pr.shape;
-  if (pr.causal == Causal::none) return s.Nkv;
-  const int64_t last = s.Nq - 1 + (pr.causal == Causal::bottom_right ? s.Nkv - s.Nq : 0);
-  return std::min(last + 1, s.Nkv);
-}
-
 int problem_rows(const Problem& pr) {
   return computed_rows(static_cast<int>(pr.shape.group() * pr.shape.Nq));
 }
@@ -154,7 +145,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
                                 f.k_head_stride, f.k_batch_stride, c.kb);
   stream.tv = gpu::tma_rows_map(f.v, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, f.v_row_stride,
                                 f.v_head_stride, f.v_batch_stride, c.kb);
-  stream.keys = sh.B * sh.Hkv * visible_keys(pr);
+  stream.keys = sh.B * sh.Hkv * decode_visible_keys(pr);
   stream.kb = c.kb;
   return bwd::make_op(pr, comp, kKernel, c.kb, c.threads(),
                       smem_bytes(c, static_cast<int>(sh.D), problem_rows(pr)), params, dev, 1, 0,

@@ -18,15 +18,6 @@ constexpr const char* kKernel = "ffpa_fwd_decode_kernel";
 constexpr const char* kMerge = "ffpa_fwd_decode_merge_kernel";
 using L = ffpa_layout::FwdDecode;
 
-// Keys every (batch, kv head) sees, as the kernel's visible_keys: all of Nkv, or up to the last
-// key a causal row sees.
-int64_t visible_keys(const Problem& pr) {
-  const auto& s = pr.shape;
-  if (pr.causal == Causal::none) return s.Nkv;
-  const int64_t last = s.Nq - 1 + (pr.causal == Causal::bottom_right ? s.Nkv - s.Nq : 0);
-  return std::min(last + 1, s.Nkv);
-}
-
 class DecodeOp : public Op {
  public:
   DecodeOp(nvrtc::Library lib, const FfpaFwdParams& p, FfpaTmaDesc tk, FfpaTmaDesc tv,
@@ -171,7 +162,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
                                            p.k_head_stride, p.k_batch_stride, c.kb);
   const FfpaTmaDesc tv = gpu::tma_rows_map(p.v, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, p.v_row_stride,
                                            p.v_head_stride, p.v_batch_stride, c.kb);
-  const int64_t vis = visible_keys(pr);
+  const int64_t vis = decode_visible_keys(pr);
   return std::make_unique<DecodeOp>(nvrtc::Library(comp.cubin), p, tk, tv, sh.B * sh.Hkv * vis, vis,
                                     c.kb, smem_bytes(c, static_cast<int>(sh.D)), dev.sm_count);
 }

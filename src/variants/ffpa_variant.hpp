@@ -22,6 +22,15 @@
 namespace ffpa::ffpa_family {
 
 // D padded to whole chunks of Kd columns (the kernels zero-fill the padding).
+// Keys every (batch, kv head) of a decode kernel sees (kernels/ffpa_decode_ring.cuh's
+// visible_keys): all of Nkv, or up to the last key a causal row sees.
+inline int64_t decode_visible_keys(const Problem& pr) {
+  const auto& s = pr.shape;
+  if (pr.causal == Causal::none) return s.Nkv;
+  const int64_t last = s.Nq - 1 + (pr.causal == Causal::bottom_right ? s.Nkv - s.Nq : 0);
+  return std::min(last + 1, s.Nkv);
+}
+
 inline int padded_d(int D, int Kd) {
   return (D + Kd - 1) / Kd * Kd;
 }
