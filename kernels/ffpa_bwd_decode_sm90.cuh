@@ -89,11 +89,6 @@ static_assert(NR == 8 || NR == 16, "8 or 16 rows");
 static_assert(NW == 4 || NW == 8, "4 or 8 consumer warps");
 static_assert(DPART % 16 == 0, "whole k16 steps: the host refuses other parts of D");
 
-__device__ __forceinline__ void ldsm_x2(u32 (&r)[2], u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(addr));
-}
 __device__ __forceinline__ void ldsm_x2_t(u32 (&r)[2], u32 addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1])

@@ -68,13 +68,6 @@ static_assert(KB == 32 || KB == 64, "32 or 64 keys a tile");
 static_assert(SLOTS >= 2, "two ring slots at least");
 static_assert(VN % 16 == 0, "a warp's O columns are whole 16-column pairs");
 
-// A 16 x 16 B fragment pair of one n8 tile (lanes 0-15 give the addresses).
-__device__ __forceinline__ void ldsm_x2(u32 (&r)[2], u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(addr));
-}
-
 }  // namespace ffpa_fwd_dec
 
 extern "C" __global__ void __launch_bounds__(ffpa_fwd_dec::NT, 1)
