@@ -110,28 +110,50 @@ __device__ __forceinline__ void mma_k8(float (&c)[4], u32 a0, u32 a1, u32 b0) {
 }
 
 // C += A B^T over the warp's part of D (columns d0 ..): A the 16 keys kb0 .. of a K or V tile
-// (sa), B the NR rows of Q or dO (sb): S^T or dP^T.
+// (sa), B the NR rows of Q or dO (sb): S^T or dP^T. The k16 steps go round CH accumulators and
+// are summed at the end: one accumulator made the DPART / 16 mma of a product a chain of
+// dependent ones (16 at D = 512 with 4 warps), each waiting for the last one's result.
+constexpr int STEPS = DPART / 16;
+constexpr int CH = STEPS < 4 ? STEPS : MT * NN * 4 >= 128 ? 2 : 4;
 __device__ __forceinline__ void part_product(float (&c)[NN][4], u32 sa, u32 sb, int kb0, int d0,
                                              int lane) {
   const int arow = kb0 + (lane & 7) + ((lane >> 3) & 1) * 8, acol = (lane >> 4) * 8;
   const int brow = NN == 2 ? (lane & 7) + (lane >> 4) * 8 : lane & 7;
   const int bcol = ((lane >> 3) & 1) * 8;
-#pragma unroll 4
-  for (int kk = 0; kk < DPART / 16; ++kk) {
+  float acc[CH][NN][4];
+#pragma unroll
+  for (int j = 0; j < CH; ++j)
+#pragma unroll
+    for (int nt = 0; nt < NN; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][nt][e] = 0.f;
+  auto step = [&](float(&a_c)[NN][4], int kk) {
     const int col = d0 + kk * 16;
     u32 a[4];
     ldsm_x4(a, sa + tile_off(arow, col + acol, KB));
     if (NN == 2) {
       u32 b[4];
       ldsm_x4(b, sb + tile_off(brow, col + bcol, NR));
-      mma(c[0], a, b[0], b[1]);
-      mma(c[NN - 1], a, b[2], b[3]);
+      mma(a_c[0], a, b[0], b[1]);
+      mma(a_c[NN - 1], a, b[2], b[3]);
     } else {
       u32 b[2];
       ldsm_x2(b, sb + tile_off(brow, col + bcol, NR));
-      mma(c[0], a, b[0], b[1]);
+      mma(a_c[0], a, b[0], b[1]);
     }
-  }
+  };
+#pragma unroll 1
+  for (int kk = 0; kk + CH <= STEPS; kk += CH)
+#pragma unroll
+    for (int j = 0; j < CH; ++j) step(acc[j], kk + j);
+#pragma unroll
+  for (int j = 0; j < STEPS % CH; ++j) step(acc[j], STEPS / CH * CH + j);
+#pragma unroll
+  for (int j = 0; j < CH; ++j)
+#pragma unroll
+    for (int nt = 0; nt < NN; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) c[nt][e] += acc[j][nt][e];
 }
 
 // C = A B for one chunk of CW columns starting at col: A the warp's 16 keys x NR rows (P^T or
