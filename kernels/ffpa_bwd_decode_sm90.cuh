@@ -225,8 +225,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NT, 1)
   const u32 sQ = base + OFF_Q, sO = base + OFF_O;
   float* xch = reinterpret_cast<float*>(smem + OFF_XCH);
   float* sRow = reinterpret_cast<float*>(smem + OFF_STATS);  // lse log2(e) [R], delta [R]
-  auto full = [&](int s) { return base + OFF_BARS + 8 * s; };
-  auto empty = [&](int s) { return base + OFF_BARS + 8 * (SLOTS + s); };
+  const RingBars<SLOTS> ring{base + OFF_BARS};
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int rows = f.group * f.Nq;  // the host refuses more than R
@@ -235,18 +234,11 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NT, 1)
   const long long x0 = ffpa_layout::decode_start(total, gridDim.x, blockIdx.x);
   const long long x1 = ffpa_layout::decode_start(total, gridDim.x, blockIdx.x + 1);
 
-  if (tid == 0) {
-    for (int s = 0; s < SLOTS; ++s) {
-      mbar_init(full(s), 1);
-      mbar_init(empty(s), NW);  // lane 0 of each consumer warp
-    }
-    mbar_init_fence();
-  }
-  __syncthreads();
+  ring.init(NW);  // released by lane 0 of each consumer warp
 
   if (warp == NW) {
     // The producer (ffpa_decode_ring.cuh); K and V do not depend on the preprocess: no wait.
-    if (lane == 0) produce<KB, DP, SLOTS>(f, tk, tv, base, full, empty, x0, x1, vis);
+    if (lane == 0) produce<KB, DP, SLOTS>(f, tk, tv, base, ring, x0, x1, vis);
     return;
   }
 
@@ -308,12 +300,12 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NT, 1)
       for (int nt = 0; nt < NN; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[nt][e] = dp[nt][e] = 0.f;
-      mbar_wait(full(ks_slot), (n / SLOTS) & 1);
+      mbar_wait(ring.full(ks_slot), (n / SLOTS) & 1);
       part_product(s, sk, sQ, kb0, d0, lane);
-      mbar_wait(full(vs_slot), ((n + 1) / SLOTS) & 1);
+      mbar_wait(ring.full(vs_slot), ((n + 1) / SLOTS) & 1);
       part_product(dp, sv, sO, kb0, d0, lane);
       __syncwarp();
-      if (lane == 0) mbar_arrive(empty(vs_slot));  // V is read: dV needs dO and P only
+      if (lane == 0) mbar_arrive(ring.empty(vs_slot));  // V is read: dV needs dO and P only
 
       if (DSP > 1) {
         // The key block's parts of D meet: partial sums through shared memory.
@@ -429,7 +421,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NT, 1)
         }
       }
       __syncwarp();
-      if (lane == 0) mbar_arrive(empty(ks_slot));  // K is read
+      if (lane == 0) mbar_arrive(ring.empty(ks_slot));  // K is read
 
       // dV = P^T dO and dK = scale dS^T Q: the warp's keys and part of D, chunk by chunk.
       const int key0 = k + kb0;

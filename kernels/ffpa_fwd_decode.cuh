@@ -81,8 +81,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd_dec::NT, 1)
   unsigned char* smem = smem_raw + (base - raw);
   const u32 sQ = base + OFF_Q, sP = base + OFF_P;
   float* red = reinterpret_cast<float*>(smem + OFF_RED);
-  auto full = [&](int s) { return base + OFF_BARS + 8 * s; };
-  auto empty = [&](int s) { return base + OFF_BARS + 8 * (SLOTS + s); };
+  const RingBars<SLOTS> ring{base + OFF_BARS};
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int rows = p.group * p.Nq;  // the host refuses more than R
@@ -91,18 +90,11 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd_dec::NT, 1)
   const long long x0 = ffpa_layout::decode_start(total, gridDim.x, blockIdx.x);
   const long long x1 = ffpa_layout::decode_start(total, gridDim.x, blockIdx.x + 1);
 
-  if (tid == 0) {
-    for (int s = 0; s < SLOTS; ++s) {
-      mbar_init(full(s), 1);
-      mbar_init(empty(s), NW);  // lane 0 of each consumer warp
-    }
-    mbar_init_fence();
-  }
-  __syncthreads();
+  ring.init(NW);  // released by lane 0 of each consumer warp
 
   if (warp == NW) {
     // The producer (ffpa_decode_ring.cuh).
-    if (lane == 0) produce<KB, DP, SLOTS>(p, tk, tv, base, full, empty, x0, x1, vis);
+    if (lane == 0) produce<KB, DP, SLOTS>(p, tk, tv, base, ring, x0, x1, vis);
     return;
   }
 
@@ -158,7 +150,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd_dec::NT, 1)
     for (int k = g.lo; k < g.hi; k += KB, n += 2) {
       // S = Q K^T over all of D, the warp's SN keys.
       const int sk_slot = n % SLOTS;
-      mbar_wait(full(sk_slot), (n / SLOTS) & 1);
+      mbar_wait(ring.full(sk_slot), (n / SLOTS) & 1);
       const u32 sk = base + sk_slot * SLOT;
       float s[NS][4];
 #pragma unroll
@@ -184,7 +176,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd_dec::NT, 1)
         }
       }
       __syncwarp();
-      if (lane == 0) mbar_arrive(empty(sk_slot));
+      if (lane == 0) mbar_arrive(ring.empty(sk_slot));
 
       // Online softmax in exp2 form: s2 = s scale log2(e) (+ bias log2(e)); keys past the
       // segment's end (the next block's, or past Nkv) and causal ones masked.
@@ -275,7 +267,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd_dec::NT, 1)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[nv][e] *= al[e >> 1];
       const int sv_slot = (n + 1) % SLOTS;
-      mbar_wait(full(sv_slot), ((n + 1) / SLOTS) & 1);
+      mbar_wait(ring.full(sv_slot), ((n + 1) / SLOTS) & 1);
       const u32 sv = base + sv_slot * SLOT;
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks)
@@ -287,7 +279,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd_dec::NT, 1)
           mma(o[nv + 1], pa[ks], bf[2], bf[3]);
         }
       __syncwarp();
-      if (lane == 0) mbar_arrive(empty(sv_slot));
+      if (lane == 0) mbar_arrive(ring.empty(sv_slot));
     }
 
     // The segment's partial rows: row sums over the quad, then over the four key slices (every
