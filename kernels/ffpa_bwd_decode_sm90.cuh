@@ -112,7 +112,9 @@ __device__ __forceinline__ void mma_k8(float (&c)[4], u32 a0, u32 a1, u32 b0) {
 // C += A B^T over the warp's part of D (columns d0 ..): A the 16 keys kb0 .. of a K or V tile
 // (sa), B the NR rows of Q or dO (sb): S^T or dP^T. The k16 steps go round CH accumulators and
 // are summed at the end: one accumulator made the DPART / 16 mma of a product a chain of
-// dependent ones (16 at D = 512 with 4 warps), each waiting for the last one's result.
+// dependent ones (16 at D = 512 with 4 warps), each waiting for the last one's result. The
+// ldmatrix addresses repeat every 4 steps a 64-column panel further on (the swizzle's period is
+// 8 granules), so the first 4 are computed once and the rest are sums.
 constexpr int STEPS = DPART / 16;
 constexpr int CH = STEPS < 4 ? STEPS : MT * NN * 4 >= 128 ? 2 : 4;
 __device__ __forceinline__ void part_product(float (&c)[NN][4], u32 sa, u32 sb, int kb0, int d0,
@@ -120,6 +122,12 @@ __device__ __forceinline__ void part_product(float (&c)[NN][4], u32 sa, u32 sb, 
   const int arow = kb0 + (lane & 7) + ((lane >> 3) & 1) * 8, acol = (lane >> 4) * 8;
   const int brow = NN == 2 ? (lane & 7) + (lane >> 4) * 8 : lane & 7;
   const int bcol = ((lane >> 3) & 1) * 8;
+  u32 ao[4], bo[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    ao[j] = sa + tile_off(arow, d0 + j * 16 + acol, KB);
+    bo[j] = sb + tile_off(brow, d0 + j * 16 + bcol, NR);
+  }
   float acc[CH][NN][4];
 #pragma unroll
   for (int j = 0; j < CH; ++j)
@@ -127,27 +135,28 @@ __device__ __forceinline__ void part_product(float (&c)[NN][4], u32 sa, u32 sb, 
     for (int nt = 0; nt < NN; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[j][nt][e] = 0.f;
-  auto step = [&](float(&a_c)[NN][4], int kk) {
-    const int col = d0 + kk * 16;
+  // Step 4 m + j: its A and B fragments at ao[j], bo[j] plus m panels.
+  auto step = [&](float(&a_c)[NN][4], u32 sa_j, u32 sb_j) {
     u32 a[4];
-    ldsm_x4(a, sa + tile_off(arow, col + acol, KB));
+    ldsm_x4(a, sa_j);
     if (NN == 2) {
       u32 b[4];
-      ldsm_x4(b, sb + tile_off(brow, col + bcol, NR));
+      ldsm_x4(b, sb_j);
       mma(a_c[0], a, b[0], b[1]);
       mma(a_c[NN - 1], a, b[2], b[3]);
     } else {
       u32 b[2];
-      ldsm_x2(b, sb + tile_off(brow, col + bcol, NR));
+      ldsm_x2(b, sb_j);
       mma(a_c[0], a, b[0], b[1]);
     }
   };
 #pragma unroll 1
-  for (int kk = 0; kk + CH <= STEPS; kk += CH)
+  for (int m = 0; m < STEPS / 4; ++m)
 #pragma unroll
-    for (int j = 0; j < CH; ++j) step(acc[j], kk + j);
+    for (int j = 0; j < 4; ++j) step(acc[j % CH], ao[j] + m * KB * 128, bo[j] + m * NR * 128);
 #pragma unroll
-  for (int j = 0; j < STEPS % CH; ++j) step(acc[j], STEPS / CH * CH + j);
+  for (int j = 0; j < STEPS % 4; ++j)
+    step(acc[j % CH], ao[j] + STEPS / 4 * KB * 128, bo[j] + STEPS / 4 * NR * 128);
 #pragma unroll
   for (int j = 0; j < CH; ++j)
 #pragma unroll
@@ -198,16 +207,23 @@ __device__ __forceinline__ void store_chunk(const float (&c)[CW / 8][4], float s
                    "r"(pack2(c[nt][2 * h] * scale, c[nt][2 * h + 1] * scale)));
     }
   __syncwarp();
+  // Lane l reads granule l % G of rows l / G + i (32 / G): every read before the first store,
+  // whose guards would otherwise put each read's latency before its store in turn.
+  constexpr int G = CW / 8, PER = 16 * G / 32, RSTEP = 32 / G;
+  const int row0 = lane / G, g = lane % G, d = col + g * 8;
+  uint4 v[PER];
 #pragma unroll
-  for (int idx = lane; idx < 16 * (CW / 8); idx += 32) {
-    const int row = idx / (CW / 8), g = idx % (CW / 8);
-    const int key = key0 + row, d = col + g * 8;
-    uint4 v;
+  for (int i = 0; i < PER; ++i) {
+    const int row = row0 + i * RSTEP;
     asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "=r"(v[i].x), "=r"(v[i].y), "=r"(v[i].z), "=r"(v[i].w)
                  : "r"(stage + row * 128 + ((g ^ (row & 7)) << 4)));
-    if (key < hi && d < D) *reinterpret_cast<uint4*>(dst + key * row_stride + d) = v;
   }
+  u16* q = dst + (long long)(key0 + row0) * row_stride + d;
+#pragma unroll
+  for (int i = 0; i < PER; ++i)
+    if (key0 + row0 + i * RSTEP < hi && d < D)
+      *reinterpret_cast<uint4*>(q + i * RSTEP * row_stride) = v[i];
 }
 
 }  // namespace ffpa_bwd_dec90
