@@ -94,6 +94,13 @@ __device__ __forceinline__ void ldsm_x2_t(u32 (&r)[2], u32 addr) {
                : "=r"(r[0]), "=r"(r[1])
                : "r"(addr));
 }
+// Four 8 x 8 b16 matrices from mma fragments (r[i]: matrix i's pair at row lane / 4, columns
+// 2 (lane % 4) and + 1); lane l gives the address of row l % 8 of matrix l / 8 (16 bytes).
+__device__ __forceinline__ void stmatrix_x4(u32 addr, const u32 (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
 // m16n8k8: the products over 8 rows (NR = 8).
 __device__ __forceinline__ void mma_k8(float (&c)[4], u32 a0, u32 a1, u32 b0) {
 #if FFPA_BF16
@@ -197,15 +204,19 @@ __device__ __forceinline__ void store_chunk(const float (&c)[CW / 8][4], float s
                                             u16* dst, long long row_stride, int key0, int hi,
                                             int col, int lane) {
   __syncwarp();  // the previous chunk's reads of the staging buffer are done
+  // Matrices (2 np, h = 0), (2 np, 1), (2 np + 1, 0), (2 np + 1, 1): n8 tile nt's rows h 8 ..
+  // go to granule nt of those staging rows. Lane l gives row l % 8 of matrix l / 8.
+  const int srow = (lane & 7) + ((lane >> 3) & 1) * 8, snt = lane >> 4;
 #pragma unroll
-  for (int nt = 0; nt < CW / 8; ++nt)
+  for (int np = 0; np < CW / 16; ++np) {
+    u32 r[4];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = (lane >> 2) + h * 8;
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(stage + row * 128 + ((nt ^ (row & 7)) << 4) +
-                                                     (lane & 3) * 4),
-                   "r"(pack2(c[nt][2 * h] * scale, c[nt][2 * h + 1] * scale)));
+    for (int m = 0; m < 4; ++m) {
+      const int nt = 2 * np + (m >> 1), h = m & 1;
+      r[m] = pack2(c[nt][2 * h] * scale, c[nt][2 * h + 1] * scale);
     }
+    stmatrix_x4(stage + srow * 128 + (((2 * np + snt) ^ (srow & 7)) << 4), r);
+  }
   __syncwarp();
   // Lane l reads granule l % G of rows l / G + i (32 / G): every read before the first store,
   // whose guards would otherwise put each read's latency before its store in turn.
