@@ -172,18 +172,10 @@ __device__ __forceinline__ void part_product(float (&c)[NN][4], u32 sa, u32 sb, 
       for (int e = 0; e < 4; ++e) c[nt][e] += acc[j][nt][e];
 }
 
-// C = A B for one chunk of CW columns: A the warp's 16 keys x NR rows (P^T or dS^T fragments), B
-// [NR][dp] 16-bit rows in shared memory (dO or Q) from sB. The chunk's k16 step np reads B at
-// sB + ob[j0 + np] (chunk_offsets: the 4 steps of a 64-column group; the caller adds the group).
-__device__ __forceinline__ void chunk_offsets(u32 (&ob)[4], int d0, int lane) {
-  const int row = NN == 2 ? (lane & 7) + ((lane >> 3) & 1) * 8 : lane & 7;
-  const int col = NN == 2 ? (lane >> 4) * 8 : ((lane >> 3) & 1) * 8;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) ob[j] = tile_off(row, d0 + j * 16 + col, NR);
-}
-// j0 is a constant once the caller's loops are unrolled: ob stays in registers.
+// C = A B for one chunk of CW columns starting at col: A the warp's 16 keys x NR rows (P^T or
+// dS^T fragments), B [NR][dp] 16-bit rows in shared memory (dO or Q).
 __device__ __forceinline__ void chunk_product(float (&c)[CW / 8][4], const u32 (&a)[4], u32 sB,
-                                              const u32 (&ob)[4], int j0) {
+                                              int col, int lane) {
 #pragma unroll
   for (int nt = 0; nt < CW / 8; ++nt)
 #pragma unroll
@@ -192,12 +184,13 @@ __device__ __forceinline__ void chunk_product(float (&c)[CW / 8][4], const u32 (
   for (int np = 0; np < CW / 16; ++np) {
     if (NN == 2) {
       u32 b[4];
-      ldsm_x4_t(b, sB + ob[j0 + np]);
+      ldsm_x4_t(b, sB + tile_off((lane & 7) + ((lane >> 3) & 1) * 8,
+                                 col + np * 16 + (lane >> 4) * 8, NR));
       mma(c[2 * np], a, b[0], b[1]);
       mma(c[2 * np + 1], a, b[2], b[3]);
     } else {
       u32 b[2];
-      ldsm_x2_t(b, sB + ob[j0 + np]);
+      ldsm_x2_t(b, sB + tile_off(lane & 7, col + np * 16 + ((lane >> 3) & 1) * 8, NR));
       mma_k8(c[2 * np], a[0], a[1], b[0]);
       mma_k8(c[2 * np + 1], a[0], a[1], b[1]);
     }
@@ -460,25 +453,13 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NT, 1)
       // dV = P^T dO and dK = scale dS^T Q: the warp's keys and part of D, chunk by chunk.
       const int key0 = k + kb0;
 #pragma unroll 1
-      // 64-column groups (the B offsets of a group's k16 steps are the first group's plus its
-      // panel), then the chunks of a group.
-      u32 ob[4];
-      chunk_offsets(ob, d0, lane);
-      auto chunk = [&](int m, int j0) {
-        const int col = d0 + m * 64 + j0 * 16;
-        const u32 panel = m * NR * 128;
+      for (int col = d0; col < d0 + DPART; col += CW) {
         float c[CW / 8][4];
-        chunk_product(c, pa, sO + panel, ob, j0);
+        chunk_product(c, pa, sO, col, lane);
         store_chunk(c, 1.f, stage, dvb, p.dv_row_stride, key0, g.hi, col, lane);
-        chunk_product(c, da, sQ + panel, ob, j0);
+        chunk_product(c, da, sQ, col, lane);
         store_chunk(c, f.scale, stage, dkb, p.dk_row_stride, key0, g.hi, col, lane);
-      };
-#pragma unroll 1
-      for (int m = 0; m < DPART / 64; ++m)
-#pragma unroll
-        for (int j0 = 0; j0 < 4; j0 += CW / 16) chunk(m, j0);
-#pragma unroll
-      for (int j0 = 0; j0 < DPART % 64 / 16; j0 += CW / 16) chunk(DPART / 64, j0);
+      }
     }
 
     // The segment's dQ into dq_accum ([B, Hq, Nq, D], scaled), an m16 tile at a time through the
