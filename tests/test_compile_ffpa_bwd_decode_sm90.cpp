@@ -97,13 +97,13 @@ TEST_CASE("bwd-decode-sm90 configuration checks and support surface", "[bwd-deco
   auto def = [](int D, int group = 1) {
     return to_string(bwd_decode90::default_config(decode_problem(D, Causal::none, group)).knobs());
   };
-  // Defaults: 32-key tiles where four slots fit, else 16; as many slots as fit (6 of 32 keys or
-  // 8 of 16 at most).
-  CHECK(def(64) == "kb=32,slots=6,warps=4");
-  CHECK(def(320) == "kb=32,slots=6,warps=4");
-  CHECK(def(512) == "kb=32,slots=5,warps=4");
-  CHECK(def(512, 16) == "kb=32,slots=5,warps=4");
-  CHECK(def(1024) == "kb=16,slots=5,warps=4");
+  // Defaults: 16-key tiles in 4 slots, 8 warps where D splits into their parts and the rows
+  // allow (8 rows), else 4.
+  CHECK(def(64) == "kb=16,slots=4,warps=4");
+  CHECK(def(320) == "kb=16,slots=4,warps=4");
+  CHECK(def(512) == "kb=16,slots=4,warps=8");
+  CHECK(def(512, 16) == "kb=16,slots=4,warps=4");
+  CHECK(def(1024) == "kb=16,slots=4,warps=8");
   CHECK(def(1024, 16) == "kb=16,slots=4,warps=4");
   for (int D : {8, 64, 136, 320, 512, 768, 1024})
     for (int group : {1, 16}) {
