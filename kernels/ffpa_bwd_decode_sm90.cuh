@@ -45,6 +45,7 @@
 #include "ffpa_bwd_aux.cuh"
 #include "ffpa_bwd_decode_sm90_layout.h"
 #include "ffpa_decode_ring.cuh"
+#include "wgmma.cuh"
 
 namespace ffpa_bwd_dec90 {
 
@@ -89,18 +90,6 @@ static_assert(NR == 8 || NR == 16, "8 or 16 rows");
 static_assert(NW == 4 || NW == 8, "4 or 8 consumer warps");
 static_assert(DPART % 16 == 0, "whole k16 steps: the host refuses other parts of D");
 
-__device__ __forceinline__ void ldsm_x2_t(u32 (&r)[2], u32 addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(addr));
-}
-// Four 8 x 8 b16 matrices from mma fragments (r[i]: matrix i's pair at row lane / 4, columns
-// 2 (lane % 4) and + 1); lane l gives the address of row l % 8 of matrix l / 8 (16 bytes).
-__device__ __forceinline__ void stmatrix_x4(u32 addr, const u32 (&r)[4]) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
-               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-               : "memory");
-}
 // m16n8k8: the products over 8 rows (NR = 8).
 __device__ __forceinline__ void mma_k8(float (&c)[4], u32 a0, u32 a1, u32 b0) {
 #if FFPA_BF16

@@ -187,6 +187,14 @@ __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+// Four 8 x 8 b16 matrices from mma fragments (sm_90; r[i]: matrix i's pair at row lane / 4,
+// columns 2 (lane % 4) and + 1); lane l gives the address of row l % 8 of matrix l / 8 (16
+// bytes).
+__device__ __forceinline__ void stmatrix_x4(u32 addr, const u32 (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
 // Four 8 x 8 b16 matrices stored transposed (sm_90): r[i] is matrix i's pair in the mma fragment
 // order (row lane / 4, columns 2 (lane % 4) and + 1); lane l gives the address of memory row l %
 // 8 of matrix l / 8, which receives the matrix's column l % 8 (16 bytes).
