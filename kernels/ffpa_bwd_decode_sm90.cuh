@@ -108,8 +108,8 @@ __device__ __forceinline__ void mma_k8(float (&c)[4], u32 a0, u32 a1, u32 b0) {
 // C += A B^T over the warp's part of D (columns d0 ..): A the 16 keys kb0 .. of a K or V tile
 // (sa), B the NR rows of Q or dO (sb): S^T or dP^T. The k16 steps go round CH accumulators and
 // are summed at the end: one accumulator made the DPART / 16 mma of a product a chain of
-// dependent ones (16 at D = 512 with 4 warps), each waiting for the last one's result. The
-// ldmatrix addresses repeat every 4 steps a 64-column panel further on (the swizzle's period is
+// dependent ones (16 at D = 512 with kb = 32 and 4 warps), each waiting for the last one's result.
+// The ldmatrix addresses repeat every 4 steps a 64-column panel further on (the swizzle's period is
 // 8 granules), so the first 4 are computed once and the rest are sums.
 constexpr int STEPS = DPART / 16;
 constexpr int CH = STEPS < 4 ? STEPS : MT * NN * 4 >= 128 ? 2 : 4;
