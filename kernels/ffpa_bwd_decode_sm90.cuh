@@ -25,6 +25,8 @@
 //   FFPA_SLOTS   ring slots (a K or a V tile each), at least 2
 //   FFPA_NR      query rows computed: 8 or 16 (the group's rows, group x Nq, rounded up)
 //   FFPA_WARPS   consumer warps: 4 or 8
+//   FFPA_PASSES  1: dK and dV from this kernel; 2: this kernel writes P and dS (p.pds) instead,
+//                and ffpa_bwd_decode_sm90_writes_kernel makes dK and dV from them after it
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh
 //
 // A block: warp FFPA_WARPS (lane 0) is the producer: for each tile of its segments, K then V into
@@ -88,6 +90,7 @@ static_assert(KB == 16 || KB == 32 || KB == 64, "16, 32 or 64 keys a tile");
 static_assert(SLOTS >= 2, "two ring slots at least");
 static_assert(NR == 8 || NR == 16, "8 or 16 rows");
 static_assert(NW == 4 || NW == 8, "4 or 8 consumer warps");
+static_assert(FFPA_PASSES == 1 || FFPA_PASSES == 2, "one or two passes");
 static_assert(DPART % 16 == 0, "whole k16 steps: the host refuses other parts of D");
 
 // m16n8k8: the products over 8 rows (NR = 8).
@@ -161,16 +164,17 @@ __device__ __forceinline__ void part_product(float (&c)[NN][4], u32 sa, u32 sb, 
       for (int e = 0; e < 4; ++e) c[nt][e] += acc[j][nt][e];
 }
 
-// C = A B for one chunk of CW columns starting at col: A the warp's 16 keys x NR rows (P^T or
+// C = A B for one chunk of W columns starting at col: A the warp's 16 keys x NR rows (P^T or
 // dS^T fragments), B [NR][dp] 16-bit rows in shared memory (dO or Q).
-__device__ __forceinline__ void chunk_product(float (&c)[CW / 8][4], const u32 (&a)[4], u32 sB,
+template <int W>
+__device__ __forceinline__ void chunk_product(float (&c)[W / 8][4], const u32 (&a)[4], u32 sB,
                                               int col, int lane) {
 #pragma unroll
-  for (int nt = 0; nt < CW / 8; ++nt)
+  for (int nt = 0; nt < W / 8; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) c[nt][e] = 0.f;
 #pragma unroll
-  for (int np = 0; np < CW / 16; ++np) {
+  for (int np = 0; np < W / 16; ++np) {
     if (NN == 2) {
       u32 b[4];
       ldsm_x4_t(b, sB + tile_off((lane & 7) + ((lane >> 3) & 1) * 8,
@@ -186,10 +190,11 @@ __device__ __forceinline__ void chunk_product(float (&c)[CW / 8][4], const u32 (
   }
 }
 
-// A chunk's 16 keys x CW columns (scaled, 16-bit) through the warp's staging buffer to rows
+// A chunk's 16 keys x W columns (scaled, 16-bit) through the warp's staging buffer to rows
 // key0 + 0..15 of dst from column col: keys past `hi` (another block's, or past Nkv) and columns
 // past D are not stored.
-__device__ __forceinline__ void store_chunk(const float (&c)[CW / 8][4], float scale, u32 stage,
+template <int W>
+__device__ __forceinline__ void store_chunk(const float (&c)[W / 8][4], float scale, u32 stage,
                                             u16* dst, long long row_stride, int key0, int hi,
                                             int col, int lane) {
   __syncwarp();  // the previous chunk's reads of the staging buffer are done
@@ -197,7 +202,7 @@ __device__ __forceinline__ void store_chunk(const float (&c)[CW / 8][4], float s
   // go to granule nt of those staging rows. Lane l gives row l % 8 of matrix l / 8.
   const int srow = (lane & 7) + ((lane >> 3) & 1) * 8, snt = lane >> 4;
 #pragma unroll
-  for (int np = 0; np < CW / 16; ++np) {
+  for (int np = 0; np < W / 16; ++np) {
     u32 r[4];
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
@@ -209,7 +214,7 @@ __device__ __forceinline__ void store_chunk(const float (&c)[CW / 8][4], float s
   __syncwarp();
   // Lane l reads granule l % G of rows l / G + i (32 / G): every read before the first store,
   // whose guards would otherwise put each read's latency before its store in turn.
-  constexpr int G = CW / 8, PER = 16 * G / 32, RSTEP = 32 / G;
+  constexpr int G = W / 8, PER = 16 * G / 32, RSTEP = 32 / G;
   const int row0 = lane / G, g = lane % G, d = col + g * 8;
   uint4 v[PER];
 #pragma unroll
@@ -223,7 +228,45 @@ __device__ __forceinline__ void store_chunk(const float (&c)[CW / 8][4], float s
 #pragma unroll
   for (int i = 0; i < PER; ++i)
     if (key0 + row0 + i * RSTEP < hi && d < D)
-      *reinterpret_cast<uint4*>(q + i * RSTEP * row_stride) = v[i];
+      st_global_v4(q + i * RSTEP * row_stride, v[i]);
+}
+
+// The P / dS words of head hh's key (p.pds: [B, Hkv, Nkv, 2, NR / 2] words, a word two rows):
+// P's at the result, dS's NR / 2 words on.
+__device__ __forceinline__ u32* pds_at(const FfpaBwdParams& p, long long hh, int key) {
+  return p.pds + (hh * p.fwd.Nkv + key) * NR;
+}
+// P^T and dS^T of 16 keys from key0 as the A fragments hold them (pa[h], pa[2 + h]: key
+// lane / 4 + 8 h, rows 2 (lane % 4) .. + 1 and 8 more), keys at or past `hi` skipped.
+__device__ __forceinline__ void put_pds(const FfpaBwdParams& p, long long hh, int key0, int hi,
+                                        const u32 (&pa)[4], const u32 (&da)[4], int lane) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int key = key0 + (lane >> 2) + h * 8;
+    if (key >= hi) continue;
+    u32* w = pds_at(p, hh, key) + (lane & 3);
+    w[0] = pa[h];
+    w[NR / 2] = da[h];
+    if (NN == 2) {
+      w[4] = pa[2 + h];
+      w[NR / 2 + 4] = da[2 + h];
+    }
+  }
+}
+// put_pds's words back as A fragments; keys at or past `hi` read as zeros.
+__device__ __forceinline__ void get_pds(const FfpaBwdParams& p, long long hh, int key0, int hi,
+                                        u32 (&pa)[4], u32 (&da)[4], int lane) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int key = key0 + (lane >> 2) + h * 8;
+    pa[h] = da[h] = pa[2 + h] = da[2 + h] = 0u;
+    if (key >= hi) continue;
+    const u32* w = pds_at(p, hh, key) + (lane & 3);
+    pa[h] = w[0];
+    da[h] = w[NR / 2];
+    pa[2 + h] = NN == 2 ? w[4] : pa[h];
+    da[2 + h] = NN == 2 ? w[NR / 2 + 4] : da[h];
+  }
 }
 
 }  // namespace ffpa_bwd_dec90
@@ -304,8 +347,10 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NT, 1)
 #pragma unroll
         for (int e = 0; e < 4; ++e) dq[mt][nt][e] = 0.f;
 
-    u16* dkb = static_cast<u16*>(p.dk) + g.b * p.dk_batch_stride + g.kvh * p.dk_head_stride;
-    u16* dvb = static_cast<u16*>(p.dv) + g.b * p.dv_batch_stride + g.kvh * p.dv_head_stride;
+    [[maybe_unused]] u16* dkb =
+        static_cast<u16*>(p.dk) + g.b * p.dk_batch_stride + g.kvh * p.dk_head_stride;
+    [[maybe_unused]] u16* dvb =
+        static_cast<u16*>(p.dv) + g.b * p.dv_batch_stride + g.kvh * p.dv_head_stride;
 
     for (int k = g.lo; k < g.hi; k += KB, n += 2, ++tile) {
       const int ks_slot = n % SLOTS, vs_slot = (n + 1) % SLOTS;
@@ -439,16 +484,21 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NT, 1)
       __syncwarp();
       if (lane == 0) mbar_arrive(ring.empty(ks_slot));  // K is read
 
-      // dV = P^T dO and dK = scale dS^T Q: the warp's keys and part of D, chunk by chunk.
       const int key0 = k + kb0;
+#if FFPA_PASSES == 1
+      // dV = P^T dO and dK = scale dS^T Q: the warp's keys and part of D, chunk by chunk.
 #pragma unroll 1
       for (int col = d0; col < d0 + DPART; col += CW) {
         float c[CW / 8][4];
-        chunk_product(c, pa, sO, col, lane);
-        store_chunk(c, 1.f, stage, dvb, p.dv_row_stride, key0, g.hi, col, lane);
-        chunk_product(c, da, sQ, col, lane);
-        store_chunk(c, f.scale, stage, dkb, p.dk_row_stride, key0, g.hi, col, lane);
+        chunk_product<CW>(c, pa, sO, col, lane);
+        store_chunk<CW>(c, 1.f, stage, dvb, p.dv_row_stride, key0, g.hi, col, lane);
+        chunk_product<CW>(c, da, sQ, col, lane);
+        store_chunk<CW>(c, f.scale, stage, dkb, p.dk_row_stride, key0, g.hi, col, lane);
       }
+#else
+      // P^T and dS^T of the warp's keys for the second pass, as the fragments hold them.
+      if (dpart == 0) put_pds(p, g.hh, key0, g.hi, pa, da, lane);
+#endif
     }
 
     // The segment's dQ into dq_accum ([B, Hq, Nq, D], scaled), an m16 tile at a time through the
@@ -491,6 +541,59 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NT, 1)
                                 kvh * p.dk_head_stride + key * p.dk_row_stride + col) = zero;
       *reinterpret_cast<uint4*>(static_cast<u16*>(p.dv) + b * p.dv_batch_stride +
                                 kvh * p.dv_head_stride + key * p.dv_row_stride + col) = zero;
+    }
+  }
+}
+
+// The second pass (FFPA_PASSES = 2): dV = P^T dO and dK = scale dS^T Q of every visible key from
+// the first pass's P and dS, reading nothing large: the HBM stream of this kernel only writes,
+// and the first pass's only reads (a stream that mixes them is slower: microbench.md). Grid:
+// x = a head's share of key blocks (16 keys), y = the head (b x Hkv + kvh); a warp a key block at
+// a time, over all of D in chunks of 64 columns.
+extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NC, 1)
+    ffpa_bwd_decode_sm90_writes_kernel(const __grid_constant__ FfpaBwdParams p) {
+  using namespace ffpa_bwd_dec90;
+  const FfpaFwdParams& f = p.fwd;
+  constexpr auto lw = ffpa_layout::bwd_decode_sm90_writes_layout(DP, NR, NW);
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const u32 raw = smem_u32(smem_raw);
+  const u32 base = (raw + 1023u) & ~1023u;
+  const u32 sQ = base + lw.q, sO = base + lw.o;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const long long hh = blockIdx.y;
+  const int kvh = (int)(hh % f.Hkv), b = (int)(hh / f.Hkv);
+  const int rows = f.group * f.Nq;
+  const int vis = (int)visible_keys(f);
+  const int blocks = (vis + 15) / 16;
+  const int kb_lo = (int)((long long)blocks * blockIdx.x / gridDim.x);
+  const int kb_hi = (int)((long long)blocks * (blockIdx.x + 1) / gridDim.x);
+  {
+    const u16* qb = static_cast<const u16*>(f.q) + b * f.q_batch_stride;
+    const u16* ob = static_cast<const u16*>(p.dout) + b * p.do_batch_stride;
+    for (int idx = tid; idx < NR * DP / 8; idx += NC) {
+      const int row = idx / (DP / 8), col = (idx % (DP / 8)) * 8;
+      qdo_granule<NR, D>(qdo_row(p, qb, ob, row, rows, kvh), sQ, sO, row, col);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+  launch_dependents();     // the convert kernel may start its blocks (it waits)
+  grid_dependency_wait();  // P and dS from the first pass
+  u16* dkb = static_cast<u16*>(p.dk) + b * p.dk_batch_stride + kvh * p.dk_head_stride;
+  u16* dvb = static_cast<u16*>(p.dv) + b * p.dv_batch_stride + kvh * p.dv_head_stride;
+  const u32 stage = base + lw.stage + warp * L::kStage;
+  for (int kb = kb_lo + warp; kb < kb_hi; kb += NW) {
+    const int key0 = kb * 16;
+    u32 pa[4], da[4];
+    get_pds(p, hh, key0, vis, pa, da, lane);
+#pragma unroll 1
+    for (int col = 0; col < DP; col += 64) {
+      float c[8][4];
+      chunk_product<64>(c, pa, sO, col, lane);
+      store_chunk<64>(c, 1.f, stage, dvb, p.dv_row_stride, key0, vis, col, lane);
+      chunk_product<64>(c, da, sQ, col, lane);
+      store_chunk<64>(c, f.scale, stage, dkb, p.dk_row_stride, key0, vis, col, lane);
     }
   }
 }

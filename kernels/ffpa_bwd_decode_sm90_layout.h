@@ -41,4 +41,19 @@ FFPA_LAYOUT_FN BwdDecodeSm90 bwd_decode_sm90_layout(int dp, int kb, int slots, i
   return l;
 }
 
+// The second pass (dK and dV from P and dS, passes = 2): Q and dO of the head's rows [nr][dp],
+// then the warps' staging buffers.
+struct BwdDecodeSm90Writes {
+  int q, o, stage;
+  int bytes;  // dynamic shared memory of a launch, with the alignment slack
+};
+FFPA_LAYOUT_FN BwdDecodeSm90Writes bwd_decode_sm90_writes_layout(int dp, int nr, int warps) {
+  BwdDecodeSm90Writes l{};
+  l.q = 0;
+  l.o = nr * dp * 2;
+  l.stage = l.o + nr * dp * 2;
+  l.bytes = 1024 + l.stage + warps * BwdDecodeSm90::kStage;
+  return l;
+}
+
 }  // namespace ffpa_layout

@@ -103,6 +103,12 @@ __device__ __forceinline__ void st_b16(u32 addr, u32 v) {
   asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"((u16)v));
 }
 
+// A 16-byte global store as one STG.128: a uint4 assignment may be split into 4-byte stores.
+__device__ __forceinline__ void st_global_v4(void* dst, uint4 v) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
 __device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])

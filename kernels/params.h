@@ -58,6 +58,9 @@ struct FfpaBwdParams {
   long long split_from;
   int num_splits;
   float* dkv_partial;
+  // ffpa-bwd-decode-sm90 in two passes: P and dS of every visible key, 16-bit pairs of rows
+  // ([B, Hkv, Nkv, 2, nr / 2] words: P's rows, then dS's), from the first pass to the second.
+  unsigned int* pds;
 };
 
 // A TMA tensor map (CUtensorMap: 128 opaque bytes, 64-byte aligned), encoded on the host and

@@ -3,10 +3,10 @@
 // expect_backward_close): one and a few query rows, GQA and MQA groups up to 16 rows, causal both
 // alignments (keys no row sees, rows that see none), key counts off the tile, B > 1, D 8..1024,
 // both dtypes, dropout, additive bias in every shape and dtype with dBias, every kb and warps
-// count with the fewest and most slots. Small problems get a grid of a few blocks whose shares
-// cross heads (a head's keys in two or three segments, each adding its dQ), large ones one wave.
-// Outputs are poisoned (NaN) before the run so an unwritten element fails. "[bench]" times B=1 H=32
-// Nq=1 Nkv=8192 at D 320, 512 and 1024 against ffpa-bwd-decode. Needs an sm_90 GPU.
+// count with the fewest and most slots, one pass and two. Small problems get a grid of a few blocks
+// whose shares cross heads (a head's keys in two or three segments, each adding its dQ), large ones
+// one wave. Outputs are poisoned (NaN) before the run so an unwritten element fails. "[bench]"
+// times B=1 H=32 Nq=1 Nkv=8192 at D 320, 512 and 1024 against ffpa-bwd-decode. Needs an sm_90 GPU.
 #include <catch2/catch.hpp>
 
 #include <optional>
@@ -49,9 +49,12 @@ constexpr Dtype kTypes[] = {Dtype::bf16, Dtype::fp16};
 // The default, then every tile width at the fewest slots and at a deep ring, where they fit.
 void expect_close_configs(const Problem& pr) {
   expect_close(pr);
+  bwd_decode90::Config two = bwd_decode90::default_config(pr);
+  two.passes = 2;
   for (const bwd_decode90::Config& c :
        {bwd_decode90::Config{16, 2}, bwd_decode90::Config{32, 2}, bwd_decode90::Config{64, 2},
-        bwd_decode90::Config{16, 8}, bwd_decode90::Config{32, 4, 8}})
+        bwd_decode90::Config{16, 8}, bwd_decode90::Config{32, 4, 8}, two,
+        bwd_decode90::Config{16, 4, 8, 2}})
     if (fits(c, pr)) expect_close(pr, c);
 }
 
@@ -170,7 +173,8 @@ TEST_CASE("bwd-decode-sm90 timings against ffpa-bwd-decode", "[.][bench]") {
           bwd_decode90::Config{16, 8}, bwd_decode90::Config{32, 3}, bwd_decode90::Config{32, 4},
           bwd_decode90::Config{64, 2}, bwd_decode90::Config{64, 3}, bwd_decode90::Config{16, 4, 8},
           bwd_decode90::Config{32, 3, 8}, bwd_decode90::Config{32, 4, 8},
-          bwd_decode90::Config{64, 2, 8}}) {
+          bwd_decode90::Config{64, 2, 8}, bwd_decode90::Config{16, 4, 4, 2},
+          bwd_decode90::Config{16, 4, 8, 2}, bwd_decode90::Config{32, 4, 8, 2}}) {
       if (!fits(c, dec)) continue;
       bench_backward("decode", dec, "sm90 " + to_string(c.knobs()),
                      [&](AttnTensors& t, const gpu::DeviceInfo& dev) {

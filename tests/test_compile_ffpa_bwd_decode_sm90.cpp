@@ -23,6 +23,7 @@ using test::h200;
 namespace {
 
 constexpr const char* kMain = "ffpa_bwd_decode_sm90_kernel";
+constexpr const char* kWrites = "ffpa_bwd_decode_sm90_writes_kernel";
 constexpr int kSmem = 227 * 1024;
 
 // Decode: one query row of 32 heads over 8192 keys; `group` q heads a kv head.
@@ -42,7 +43,10 @@ void compile_clean(const bwd_decode90::Config& c, const Problem& p) {
   REQUIRE(bwd_decode90::check(c, f.D, kSmem).ok());
   const nvrtc::Compiled comp = bwd_decode90::compile(c, f, nr);
   INFO(comp.log);
-  test::check_clean(comp, {"ffpa_bwd_pre_kernel", kMain, "ffpa_bwd_convert_kernel"});
+  if (c.passes == 2)
+    test::check_clean(comp, {"ffpa_bwd_pre_kernel", kMain, kWrites, "ffpa_bwd_convert_kernel"});
+  else
+    test::check_clean(comp, {"ffpa_bwd_pre_kernel", kMain, "ffpa_bwd_convert_kernel"});
 }
 
 bool fits(const bwd_decode90::Config& c, int D, int nr) {
@@ -89,6 +93,19 @@ TEST_CASE("bwd-decode-sm90 configurations compile without spills", "[nvrtc][bwd-
             q.bias = BiasKind::full;
             compile_clean(c, q);
           }
+      // Two passes (P and dS out, then a kernel for dK and dV): the default and eight warps,
+      // plain and with every feature.
+      for (int warps : {4, 8}) {
+        bwd_decode90::Config c = def;
+        c.passes = 2;
+        c.warps = warps;
+        if (!fits(c, D, nr)) continue;
+        compile_clean(c, decode_problem(D, Causal::none, group));
+        Problem q = decode_problem(D, Causal::bottom_right, group);
+        q.dropout = 0.1;
+        q.bias = BiasKind::full;
+        compile_clean(c, q);
+      }
     }
 }
 
@@ -99,12 +116,12 @@ TEST_CASE("bwd-decode-sm90 configuration checks and support surface", "[bwd-deco
   };
   // Defaults: 16-key tiles in 4 slots, 8 warps where D splits into their parts and the rows
   // allow (8 rows), else 4.
-  CHECK(def(64) == "kb=16,slots=4,warps=4");
-  CHECK(def(320) == "kb=16,slots=4,warps=4");
-  CHECK(def(512) == "kb=16,slots=4,warps=8");
-  CHECK(def(512, 16) == "kb=16,slots=4,warps=4");
-  CHECK(def(1024) == "kb=16,slots=4,warps=8");
-  CHECK(def(1024, 16) == "kb=16,slots=4,warps=4");
+  CHECK(def(64) == "kb=16,slots=4,warps=4,passes=1");
+  CHECK(def(320) == "kb=16,slots=4,warps=4,passes=1");
+  CHECK(def(512) == "kb=16,slots=4,warps=8,passes=1");
+  CHECK(def(512, 16) == "kb=16,slots=4,warps=4,passes=1");
+  CHECK(def(1024) == "kb=16,slots=4,warps=8,passes=1");
+  CHECK(def(1024, 16) == "kb=16,slots=4,warps=4,passes=1");
   for (int D : {8, 64, 136, 320, 512, 768, 1024})
     for (int group : {1, 16}) {
       const Config c = bwd_decode90::default_config(decode_problem(D, Causal::none, group));
@@ -124,6 +141,8 @@ TEST_CASE("bwd-decode-sm90 configuration checks and support surface", "[bwd-deco
              Catch::Contains("shared memory"));
   CHECK_THAT(bwd_decode90::check(Config{32, 4, 6}, 512, kSmem).reason,
              Catch::Contains("warps is 4 or 8"));
+  CHECK_THAT(bwd_decode90::check(Config{32, 4, 4, 3}, 512, kSmem).reason,
+             Catch::Contains("passes is 1 or 2"));
   // Eight warps on a key block of a 16-key tile: D = 320 does not split into 8 parts of whole
   // k16 steps; four warps do.
   CHECK_THAT(bwd_decode90::check(Config{16, 4, 8}, 320, kSmem).reason, Catch::Contains("8 parts"));

@@ -15,8 +15,11 @@ using namespace ffpa_family;
 namespace {
 
 constexpr const char* kKernel = "ffpa_bwd_decode_sm90_kernel";
-constexpr Knob<Config> kKnobs[] = {
-    {"kb", &Config::kb}, {"slots", &Config::slots}, {"warps", &Config::warps}};
+constexpr const char* kWrites = "ffpa_bwd_decode_sm90_writes_kernel";
+constexpr Knob<Config> kKnobs[] = {{"kb", &Config::kb},
+                                   {"slots", &Config::slots},
+                                   {"warps", &Config::warps},
+                                   {"passes", &Config::passes}};
 
 int problem_rows(const Problem& pr) {
   return computed_rows(static_cast<int>(pr.shape.group() * pr.shape.Nq));
@@ -79,6 +82,7 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.kb != 16 && c.kb != 32 && c.kb != 64) return Support::no("kb is 16, 32 or 64");
   if (c.slots < 2 || c.slots > 8) return Support::no("slots is 2 to 8");
   if (c.warps != 4 && c.warps != 8) return Support::no("warps is 4 or 8");
+  if (c.passes != 1 && c.passes != 2) return Support::no("passes is 1 or 2");
   // The warps of a key block (16 keys) split D in parts of whole k16 steps.
   const int parts = c.warps * 16 / c.kb;
   if (parts > 1 && padded_d(D, 64) / parts % 16)
@@ -106,7 +110,7 @@ Support rows_check(const Config& c, int D, int nr, int smem_limit) {
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f, int nr) {
-  std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_KB, FFPA_SLOTS
+  std::vector<std::string> o = knob_defines(kKnobs, c);  // FFPA_KB, FFPA_SLOTS, ...
   const std::vector<std::string> fd = f.defines();
   o.insert(o.end(), fd.begin(), fd.end());
   o.push_back("-DFFPA_NR=" + std::to_string(nr));
@@ -125,6 +129,7 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
     throw Unsupported(s.reason + " (" + std::to_string(nr) + " query rows computed)");
   nvrtc::Compiled comp = compile(c, bwd::Features::of(pr), nr);
   refuse_spills(comp, kKernel);
+  if (c.passes == 2) refuse_spills(comp, kWrites);
   return comp;
 }
 
@@ -147,6 +152,16 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
                                 f.v_head_stride, f.v_batch_stride, c.kb);
   stream.keys = sh.B * sh.Hkv * decode_visible_keys(pr);
   stream.kb = c.kb;
+  if (c.passes == 2) {
+    const int nr = problem_rows(pr);
+    stream.writes = kWrites;
+    stream.writes_threads = c.warps * 32;
+    stream.writes_smem = ffpa_layout::bwd_decode_sm90_writes_layout(
+                             padded_d(static_cast<int>(sh.D), 64), nr, c.warps)
+                             .bytes;
+    // Two 16-bit values (P, dS) of each computed row, key and head.
+    stream.pds_bytes = sh.B * sh.Hkv * sh.Nkv * nr * 4;
+  }
   return bwd::make_op(pr, comp, kKernel, c.kb, c.threads(),
                       smem_bytes(c, static_cast<int>(sh.D), problem_rows(pr)), params, dev, 1, 0,
                       /*main_waits=*/true, nullptr, &stream);

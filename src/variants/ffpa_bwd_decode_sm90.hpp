@@ -24,6 +24,9 @@ struct Config {
   int kb = 32;    // keys of a tile: 16, 32 or 64
   int slots = 4;  // ring slots, a K or a V tile each (2 to 8)
   int warps = 4;  // consumer warps: 4 or 8
+  // 1: the kernel writes dK and dV; 2: it writes P and dS, a second kernel dK and dV from them
+  // (each kernel's HBM stream then only reads or only writes)
+  int passes = 1;
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;

@@ -59,6 +59,20 @@ class BwdOp : public Op {
               stream->keys, stream->kb,
               gpu::resident(reinterpret_cast<const void*>(main_), threads_, smem_, 1, sm_count_)),
           1, 1);
+      if (stream->writes) {
+        writes_ = lib_.kernel(stream->writes);
+        FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(writes_),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       stream->writes_smem));
+        pds_ = gpu::DeviceBuffer(static_cast<size_t>(stream->pds_bytes));
+        p_.pds = pds_.as<unsigned>();
+        // One wave: the resident blocks dealt over the heads, at least one a head.
+        const int64_t heads = static_cast<int64_t>(p.fwd.B) * p.fwd.Hkv;
+        const int64_t resident =
+            gpu::resident(reinterpret_cast<const void*>(writes_), stream->writes_threads,
+                          stream->writes_smem, 1, sm_count_);
+        writes_grid_ = launch_grid(std::max<int64_t>(1, resident / heads), heads, 1);
+      }
     }
     if (tail) {
       // Units: clusters of key tiles x kv heads x batches; the split ones are the last head's,
@@ -97,7 +111,11 @@ class BwdOp : public Op {
     gpu::launch(reinterpret_cast<const void*>(main_), grid_, dim3(threads_),
                 static_cast<size_t>(smem_), s, stream_.keys ? stream_args : args,
                 chain_ == Chain::all);
-    // The convert waits for the merge, which waits for the main kernel.
+    // The convert waits for the second pass or the merge, which wait for the main kernel.
+    if (writes_)
+      gpu::launch(reinterpret_cast<const void*>(writes_), writes_grid_,
+                  dim3(static_cast<unsigned>(stream_.writes_threads)),
+                  static_cast<size_t>(stream_.writes_smem), s, args, chain_ != Chain::none);
     if (merge_)
       gpu::launch(reinterpret_cast<const void*>(merge_),
                   dim3(static_cast<unsigned>(tail_units_), static_cast<unsigned>(merge_keys_)),
@@ -110,12 +128,14 @@ class BwdOp : public Op {
   }
   int64_t extra_bytes() const override {
     return static_cast<int64_t>(delta_.bytes() + dq_accum_.bytes() + dbias_accum_.bytes() +
-                                dkv_partial_.bytes());
+                                dkv_partial_.bytes() + pds_.bytes());
   }
   std::string includes() const override {
-    std::string s = "preprocess (delta, dQ accumulator zeroed) + dK/dV kernel (dQ fp32 atomics";
+    std::string s = "preprocess (delta, dQ accumulator zeroed) + ";
+    s += writes_ ? "P/dS kernel (dQ fp32 atomics" : "dK/dV kernel (dQ fp32 atomics";
     if (stream_.keys)
       s += "; TMA ring, " + std::to_string(grid_.x) + " blocks share the heads' keys";
+    if (writes_) s += ") + dK/dV kernel (from P and dS";
     s += ") + dQ convert";
     if (dbias_ == 1 || dbias_ == 2) s += " + dBias zeroing and convert";
     if (dbias_ == 3) s += " + dBias memset";
@@ -123,7 +143,7 @@ class BwdOp : public Op {
       s += " + dK/dV merge (the last " + std::to_string(tail_units_) + " key tiles in " +
            std::to_string(p_.num_splits) + " query ranges each)";
     if (chain_ != Chain::none)
-      s += chain_ == Chain::all ? " (all three chained by programmatic dependent launch)"
+      s += chain_ == Chain::all ? " (all chained by programmatic dependent launch)"
                                 : " (the convert chained by programmatic dependent launch)";
     return s;
   }
@@ -136,11 +156,13 @@ class BwdOp : public Op {
   size_t dbias_bytes_;
   int sm_count_;
   Chain chain_;
-  gpu::DeviceBuffer delta_, dq_accum_, dbias_accum_, dkv_partial_;
+  gpu::DeviceBuffer delta_, dq_accum_, dbias_accum_, dkv_partial_, pds_;
+  dim3 writes_grid_;
   int64_t tail_units_ = 0;
   int merge_keys_ = 0;
   StreamKeys stream_;
-  cudaKernel_t pre_ = nullptr, main_ = nullptr, convert_ = nullptr, merge_ = nullptr;
+  cudaKernel_t pre_ = nullptr, main_ = nullptr, convert_ = nullptr, merge_ = nullptr,
+               writes_ = nullptr;
 };
 
 }  // namespace

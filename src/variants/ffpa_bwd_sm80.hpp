@@ -86,11 +86,17 @@ struct SplitTail {
 };
 // `stream` (not null): the main kernel takes TMA maps of K and V after the params and is one
 // wave of blocks sharing `keys` keys (ffpa_fwd_decode_layout.h's decode_blocks with `kb`) in
-// place of make_op's grid.
+// place of make_op's grid. With `writes` (a kernel name) the main kernel leaves P and dS in a
+// workspace of `pds_bytes` (params.pds) and `writes` makes dK and dV from them after it: a grid
+// of one wave of `writes_threads`-thread blocks over the B x Hkv heads (y), `writes_smem` bytes
+// of shared memory each.
 struct StreamKeys {
   FfpaTmaDesc tk, tv;
   int64_t keys = 0;
   int kb = 0;
+  const char* writes = nullptr;
+  int writes_threads = 0, writes_smem = 0;
+  int64_t pds_bytes = 0;
 };
 std::unique_ptr<Op> make_op(const Problem&, const nvrtc::Compiled& comp, const char* main_kernel,
                             int Bc, int threads, int smem, const FfpaBwdParams& params,
