@@ -227,8 +227,7 @@ __device__ __forceinline__ void store_chunk(const float (&c)[W / 8][4], float sc
   u16* q = dst + (long long)(key0 + row0) * row_stride + d;
 #pragma unroll
   for (int i = 0; i < PER; ++i)
-    if (key0 + row0 + i * RSTEP < hi && d < D)
-      st_global_v4(q + i * RSTEP * row_stride, v[i]);
+    if (key0 + row0 + i * RSTEP < hi && d < D) st_global_v4(q + i * RSTEP * row_stride, v[i]);
 }
 
 // The P / dS words of head hh's key (p.pds: [B, Hkv, Nkv, 2, NR / 2] words, a word two rows):
@@ -277,10 +276,9 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NT, 1)
                                 const __grid_constant__ FfpaTmaDesc tv) {
   using namespace ffpa_bwd_dec90;
   const FfpaFwdParams& f = p.fwd;
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const u32 raw = smem_u32(smem_raw);
-  const u32 base = (raw + 1023u) & ~1023u;
-  unsigned char* smem = smem_raw + (base - raw);
+  const SmemBase sb = smem_base_1024();
+  const u32 base = sb.addr;
+  unsigned char* smem = sb.ptr;
   const u32 sQ = base + OFF_Q, sO = base + OFF_O;
   float* xch = reinterpret_cast<float*>(smem + OFF_XCH);
   float* sRow = reinterpret_cast<float*>(smem + OFF_STATS);  // lse log2(e) [R], delta [R]
@@ -555,9 +553,8 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NC, 1)
   using namespace ffpa_bwd_dec90;
   const FfpaFwdParams& f = p.fwd;
   constexpr auto lw = ffpa_layout::bwd_decode_sm90_writes_layout(DP, NR, NW);
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const u32 raw = smem_u32(smem_raw);
-  const u32 base = (raw + 1023u) & ~1023u;
+  const SmemBase sb = smem_base_1024();
+  const u32 base = sb.addr;
   const u32 sQ = base + lw.q, sO = base + lw.o;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const long long hh = blockIdx.y;

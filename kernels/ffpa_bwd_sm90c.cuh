@@ -209,13 +209,11 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
     ffpa_bwd_sm90c_kernel(const FfpaBwdParams p) {
   using namespace ffpa_bwd90c;
   const FfpaFwdParams& f = p.fwd;
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  // The swizzle is a function of absolute address bits 7..9: align the tiles to 1024 bytes. The
-  // dynamic base is the same in both blocks (same kernel, same static shared memory), so the
+  // The dynamic base is the same in both blocks (same kernel, same static shared memory), so the
   // exchange slots are at the same offsets in both.
-  const u32 raw = smem_u32(smem_raw);
-  const u32 sK = (raw + 1023u) & ~1023u;
-  unsigned char* smem = smem_raw + (sK - raw);
+  const SmemBase sb = smem_base_1024();
+  const u32 sK = sb.addr;
+  unsigned char* smem = sb.ptr;
   const u32 sV = sK + LAYOUT.v;
   const u32 sQ = sK + LAYOUT.q;
   const u32 sO = sK + LAYOUT.o;    // dO

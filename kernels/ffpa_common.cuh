@@ -29,6 +29,21 @@ __device__ __forceinline__ u32 smem_u32(const void* p) {
   return r;
 }
 
+// The dynamic shared memory from its first 1024-byte boundary: its shared-window address and a
+// generic pointer to it. The 128-byte swizzle of the tiles (ldmatrix, wgmma, TMA) is a function
+// of absolute address bits 7..9, and __align__ on the extern array does not place the dynamic
+// base there; every layout reserves the 1024 bytes this may skip.
+struct SmemBase {
+  u32 addr;
+  unsigned char* ptr;
+};
+__device__ __forceinline__ SmemBase smem_base_1024() {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const u32 raw = smem_u32(smem_raw);
+  const u32 addr = (raw + 1023u) & ~1023u;
+  return {addr, smem_raw + (addr - raw)};
+}
+
 __device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(valid ? 16 : 0));

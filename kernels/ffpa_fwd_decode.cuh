@@ -75,10 +75,9 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd_dec::NT, 1)
                            const __grid_constant__ FfpaTmaDesc tk,
                            const __grid_constant__ FfpaTmaDesc tv) {
   using namespace ffpa_fwd_dec;
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const u32 raw = smem_u32(smem_raw);
-  const u32 base = (raw + 1023u) & ~1023u;
-  unsigned char* smem = smem_raw + (base - raw);
+  const SmemBase sb = smem_base_1024();
+  const u32 base = sb.addr;
+  unsigned char* smem = sb.ptr;
   const u32 sQ = base + OFF_Q, sP = base + OFF_P;
   float* red = reinterpret_cast<float*>(smem + OFF_RED);
   const RingBars<SLOTS> ring{base + OFF_BARS};

@@ -91,11 +91,9 @@ __device__ __forceinline__ void slot_sync() {
 extern "C" __global__ void __launch_bounds__(ffpa_fwd90::NT, 1)
     ffpa_fwd_sm90_kernel(const FfpaFwdParams p) {
   using namespace ffpa_fwd90;
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  // The swizzle is a function of absolute address bits 7..9: align the tiles to 1024 bytes.
-  const u32 raw = smem_u32(smem_raw);
-  const u32 sQ = (raw + 1023u) & ~1023u;
-  unsigned char* smem = smem_raw + (sQ - raw);
+  const SmemBase sb = smem_base_1024();
+  const u32 sQ = sb.addr;
+  unsigned char* smem = sb.ptr;
   const u32 sSlot = sQ + LAYOUT.slots;
   float4* xbuf = reinterpret_cast<float4*>(smem + LAYOUT.x);
   const u32 sP = sQ + LAYOUT.p;  // 1024-aligned (the S partials' size is a multiple)

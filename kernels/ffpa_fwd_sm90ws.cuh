@@ -751,11 +751,9 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
                            const __grid_constant__ FfpaTmaDesc tk,
                            const __grid_constant__ FfpaTmaDesc tv) {
   using namespace ffpa_fwd90ws;
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  // The swizzle is a function of absolute address bits 7..9: align the tiles to 1024 bytes.
-  const u32 raw = smem_u32(smem_raw);
-  const u32 sQ = (raw + 1023u) & ~1023u;
-  unsigned char* smem = smem_raw + (sQ - raw);
+  const SmemBase sb = smem_base_1024();
+  const u32 sQ = sb.addr;
+  unsigned char* smem = sb.ptr;
   float* sstat = reinterpret_cast<float*>(smem + OFF_STATS);
   int* srow = reinterpret_cast<int*>(smem + OFF_ROWS);
   DropParams* sdrop = reinterpret_cast<DropParams*>(smem + OFF_DROP);
