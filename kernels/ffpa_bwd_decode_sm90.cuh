@@ -548,7 +548,9 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NT, 1)
 // and the first pass's only reads (a stream that mixes them is slower: microbench.md). Grid:
 // x = a head's share of key blocks (16 keys), y = the head (b x Hkv + kvh); a warp a key block at
 // a time, over all of D in chunks of 64 columns.
-extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NC, 1)
+// Three blocks an SM (at most 85 registers): more stores in flight than two (ncu at 96
+// registers: DRAM 77 % busy, 16 warps an SM).
+extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NC, 3)
     ffpa_bwd_decode_sm90_writes_kernel(const __grid_constant__ FfpaBwdParams p) {
   using namespace ffpa_bwd_dec90;
   const FfpaFwdParams& f = p.fwd;
@@ -580,10 +582,18 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NC, 1)
   u16* dkb = static_cast<u16*>(p.dk) + b * p.dk_batch_stride + kvh * p.dk_head_stride;
   u16* dvb = static_cast<u16*>(p.dv) + b * p.dv_batch_stride + kvh * p.dv_head_stride;
   const u32 stage = base + lw.stage + warp * L::kStage;
+  // A warp's next key block's fragments are loaded before its chunks of this one, so their
+  // latency hides under the stores (ncu: the loads' long scoreboard led the stalls).
+  u32 pa[4], da[4], npa[4], nda[4];
+  get_pds(p, hh, (kb_lo + warp) * 16, vis, npa, nda, lane);
   for (int kb = kb_lo + warp; kb < kb_hi; kb += NW) {
     const int key0 = kb * 16;
-    u32 pa[4], da[4];
-    get_pds(p, hh, key0, vis, pa, da, lane);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      pa[i] = npa[i];
+      da[i] = nda[i];
+    }
+    if (kb + NW < kb_hi) get_pds(p, hh, key0 + NW * 16, vis, npa, nda, lane);
 #pragma unroll 1
     for (int col = 0; col < DP; col += 64) {
       float c[8][4];
