@@ -892,9 +892,10 @@ extern "C" __global__ void __launch_bounds__(128)
   launch_dependents();
   const int rows_total = p.group * p.Nq;
   const auto km = ffpa_layout::fwd_sm90ws_keep(p.B, p.Hkv, rows_total, p.Nkv);
-  const long long rb = blockIdx.x;  // (b * Hkv + kvh) * row_blocks + m0 / BR
-  const int m0 = (int)(rb % km.row_blocks) * BR;
-  const int kvh = (int)(rb / km.row_blocks % p.Hkv), b = (int)(rb / km.row_blocks / p.Hkv);
+  // In 32 bits (the grid's x, B Hkv row_blocks, is below 2^31): 64-bit divisions are calls.
+  const int rb = blockIdx.x, row_blocks = (int)km.row_blocks;  // (b Hkv + kvh) row_blocks + m0 / BR
+  const int m0 = rb % row_blocks * BR;
+  const int kvh = rb / row_blocks % p.Hkv, b = rb / row_blocks / p.Hkv;
   const int ntile = block_span<BR, BC>(p, m0, rows_total).tiles;
   const int t = threadIdx.x, lane = t & 31, wq = t >> 5;
   // The consumer's pos(): its row table clamps rows past the last to it.
@@ -904,7 +905,7 @@ extern "C" __global__ void __launch_bounds__(128)
       p.dropout_offset +
       (((unsigned long long)b * p.Hq + hq) * p.Nq + q) * (unsigned long long)p.Nkv +
       (lane & 3) * 2 - (lane & 1) * 2;
-  u32* out = p.keep_mask + rb * km.key_blocks * km.kKeepWords + t;
+  u32* out = p.keep_mask + (long long)rb * km.key_blocks * km.kKeepWords + t;
   const int j_end = min(ntile, (int)(blockIdx.y + 1) * km.kCtaBlocks);
   for (int j = blockIdx.y * km.kCtaBlocks; j < j_end; ++j)
     out[(long long)j * km.kKeepWords] =

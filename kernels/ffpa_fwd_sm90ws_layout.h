@@ -45,10 +45,12 @@ FFPA_LAYOUT_FN FwdSm90ws fwd_sm90ws_layout(int dp, int slots) {
 // row_blocks + m0 / kRows over the packed group * Nq rows of each kv head.
 struct FwdSm90wsKeep {
   static constexpr int kKeepWords = 128;  // a consumer warpgroup's threads
-  static constexpr int kCtaBlocks = 8;    // key blocks a CTA of the keep kernel draws
-  long long row_blocks;                   // of a kv head: ceil(group * Nq / kRows)
-  long long key_blocks;                   // ceil(Nkv / kKeys)
-  long long words;                        // of the whole mask
+  // Key blocks a CTA of the keep kernel draws: 32, since at 8 ncu put ~40 % of the kernel's
+  // stall samples on its first instructions (results/h100/2026-12-06c, ncu-keep2).
+  static constexpr int kCtaBlocks = 32;
+  long long row_blocks;  // of a kv head: ceil(group * Nq / kRows)
+  long long key_blocks;  // ceil(Nkv / kKeys)
+  long long words;       // of the whole mask
 };
 FFPA_LAYOUT_FN FwdSm90wsKeep fwd_sm90ws_keep(long long B, long long Hkv, long long rows,
                                              long long Nkv) {
