@@ -290,6 +290,14 @@ TEST_CASE("sm90ws: dropout keep bits from the mask (kmask=1)", "[gpu]") {
     c.cluster = 2;
     expect_close(cl, c);
   }
+  // More key blocks than one CTA of the keep kernel draws (FwdSm90wsKeep::kCtaBlocks): a row
+  // block's mask from two CTAs; top-left causal rows see the first key block only.
+  for (Causal causal : {Causal::none, Causal::top_left}) {
+    Problem k = make(1, 2, 1, 70, 2100, 512);  // 3 row blocks of the group's 140 rows, 33 blocks
+    k.dropout = 0.1;
+    k.causal = causal;
+    expect_close(k, cfg(k, 0));
+  }
   Problem t = make(1, 3, 3, 200, 1000, 512);  // 12 units, 1 in the last wave: 8 pieces x 1 pair
   t.dropout = 0.1;
   fwd90ws::Config c = cfg(t, 0);
