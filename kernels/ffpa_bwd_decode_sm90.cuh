@@ -230,6 +230,7 @@ __device__ __forceinline__ void store_chunk(const float (&c)[W / 8][4], float sc
     if (key0 + row0 + i * RSTEP < hi && d < D) st_global_v4(q + i * RSTEP * row_stride, v[i]);
 }
 
+#if FFPA_PASSES == 2
 // The P / dS words of head hh's key (p.pds: [B, Hkv, Nkv, 2, NR / 2] words, a word two rows):
 // P's at the result, dS's NR / 2 words on.
 __device__ __forceinline__ u32* pds_at(const FfpaBwdParams& p, long long hh, int key) {
@@ -267,6 +268,7 @@ __device__ __forceinline__ void get_pds(const FfpaBwdParams& p, long long hh, in
     da[2 + h] = NN == 2 ? w[NR / 2 + 4] : da[h];
   }
 }
+#endif
 
 }  // namespace ffpa_bwd_dec90
 
@@ -547,9 +549,10 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NT, 1)
 // the first pass's P and dS, reading nothing large: the HBM stream of this kernel only writes,
 // and the first pass's only reads (a stream that mixes them is slower: microbench.md). Grid:
 // x = a head's share of key blocks (16 keys), y = the head (b x Hkv + kvh); a warp a key block at
-// a time, over all of D in chunks of 64 columns.
-// Three blocks an SM (at most 85 registers): more stores in flight than two (ncu at 96
-// registers: DRAM 77 % busy, 16 warps an SM).
+// a time, over all of D in chunks of 64 columns. Compiled only for FFPA_PASSES = 2.
+// At least three blocks an SM (with 8 warps at most 85 registers): more stores in flight than two
+// (ncu at 96 registers: DRAM 77 % busy, 16 warps an SM).
+#if FFPA_PASSES == 2
 extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NC, 3)
     ffpa_bwd_decode_sm90_writes_kernel(const __grid_constant__ FfpaBwdParams p) {
   using namespace ffpa_bwd_dec90;
@@ -604,3 +607,4 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NC, 3)
     }
   }
 }
+#endif

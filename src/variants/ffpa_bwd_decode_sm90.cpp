@@ -145,6 +145,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   const auto& sh = pr.shape;
   const FfpaFwdParams& f = params.fwd;
   const bool bf16 = pr.dtype == Dtype::bf16;
+  const int D = static_cast<int>(sh.D), nr = problem_rows(pr);
   bwd::StreamKeys stream;
   stream.tk = gpu::tma_rows_map(f.k, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, f.k_row_stride,
                                 f.k_head_stride, f.k_batch_stride, c.kb);
@@ -153,17 +154,14 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   stream.keys = sh.B * sh.Hkv * decode_visible_keys(pr);
   stream.kb = c.kb;
   if (c.passes == 2) {
-    const int nr = problem_rows(pr);
     stream.writes = kWrites;
     stream.writes_threads = c.warps * 32;
-    stream.writes_smem = ffpa_layout::bwd_decode_sm90_writes_layout(
-                             padded_d(static_cast<int>(sh.D), 64), nr, c.warps)
-                             .bytes;
+    stream.writes_smem =
+        ffpa_layout::bwd_decode_sm90_writes_layout(padded_d(D, 64), nr, c.warps).bytes;
     // Two 16-bit values (P, dS) of each computed row, key and head.
     stream.pds_bytes = sh.B * sh.Hkv * sh.Nkv * nr * 4;
   }
-  return bwd::make_op(pr, comp, kKernel, c.kb, c.threads(),
-                      smem_bytes(c, static_cast<int>(sh.D), problem_rows(pr)), params, dev, 1, 0,
+  return bwd::make_op(pr, comp, kKernel, c.kb, c.threads(), smem_bytes(c, D, nr), params, dev, 1, 0,
                       /*main_waits=*/true, nullptr, &stream);
 }
 
