@@ -190,14 +190,11 @@ __device__ __forceinline__ void chunk_product(float (&c)[W / 8][4], const u32 (&
   }
 }
 
-// A chunk's 16 keys x W columns (scaled, 16-bit) through the warp's staging buffer to rows
-// key0 + 0..15 of dst from column col: keys past `hi` (another block's, or past Nkv) and columns
-// past D are not stored.
+// A chunk's 16 keys x W columns (scaled, 16-bit) into the warp's staging buffer: row r at r x 128
+// bytes, its 16-byte granule g at (g ^ r % 8) x 16 (the 128-byte swizzle of a TMA box).
 template <int W>
-__device__ __forceinline__ void store_chunk(const float (&c)[W / 8][4], float scale, u32 stage,
-                                            u16* dst, long long row_stride, int key0, int hi,
-                                            int col, int lane) {
-  __syncwarp();  // the previous chunk's reads of the staging buffer are done
+__device__ __forceinline__ void stage_chunk(const float (&c)[W / 8][4], float scale, u32 stage,
+                                            int lane) {
   // Matrices (2 np, h = 0), (2 np, 1), (2 np + 1, 0), (2 np + 1, 1): n8 tile nt's rows h 8 ..
   // go to granule nt of those staging rows. Lane l gives row l % 8 of matrix l / 8.
   const int srow = (lane & 7) + ((lane >> 3) & 1) * 8, snt = lane >> 4;
@@ -211,6 +208,16 @@ __device__ __forceinline__ void store_chunk(const float (&c)[W / 8][4], float sc
     }
     stmatrix_x4(stage + srow * 128 + (((2 * np + snt) ^ (srow & 7)) << 4), r);
   }
+}
+
+// The chunk through the staging buffer to rows key0 + 0..15 of dst from column col: keys past
+// `hi` (another block's, or past Nkv) and columns past D are not stored.
+template <int W>
+__device__ __forceinline__ void store_chunk(const float (&c)[W / 8][4], float scale, u32 stage,
+                                            u16* dst, long long row_stride, int key0, int hi,
+                                            int col, int lane) {
+  __syncwarp();  // the previous chunk's reads of the staging buffer are done
+  stage_chunk<W>(c, scale, stage, lane);
   __syncwarp();
   // Lane l reads granule l % G of rows l / G + i (32 / G): every read before the first store,
   // whose guards would otherwise put each read's latency before its store in turn.
@@ -266,6 +273,22 @@ __device__ __forceinline__ void get_pds(const FfpaBwdParams& p, long long hh, in
     da[h] = w[NR / 2];
     pa[2 + h] = NN == 2 ? w[4] : pa[h];
     da[2 + h] = NN == 2 ? w[NR / 2 + 4] : da[h];
+  }
+}
+
+// A chunk into staging buffer buf and out to the box at (col, key0) of map. buf's store before
+// last (two groups ago, buf's previous use) must have read it first.
+__device__ __forceinline__ void put_chunk(const float (&c)[8][4], float scale, u32 buf,
+                                          const FfpaTmaDesc& map, int col, int key0, int kvh, int b,
+                                          int lane) {
+  if (lane == 0) bulk_wait_read<1>();
+  __syncwarp();
+  stage_chunk<64>(c, scale, buf, lane);
+  fence_proxy_async();  // the staging writes (generic proxy) before the TMA's reads (async)
+  __syncwarp();
+  if (lane == 0) {
+    tma_store_4d(map, buf, col, key0, kvh, b);
+    bulk_commit();
   }
 }
 #endif
@@ -551,10 +574,15 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NT, 1)
 // x = a head's share of key blocks (16 keys), y = the head (b x Hkv + kvh); a warp a key block at
 // a time, over all of D in chunks of 64 columns. Compiled only for FFPA_PASSES = 2.
 // At least three blocks an SM (with 8 warps at most 85 registers): more stores in flight than two
-// (ncu at 96 registers: DRAM 77 % busy, 16 warps an SM).
+// (ncu at 96 registers: DRAM 77 % busy, 16 warps an SM). dK and dV leave by TMA stores (tdk,
+// tdv: boxes of 16 keys x 64 columns, rows past Nkv and columns past D not written) from two
+// staging buffers a warp: at 16-byte stores by every lane the warps' load-store queue, not HBM,
+// held the write rate (ncu: 2.6 TB/s, stalls on the staging reads and the stores).
 #if FFPA_PASSES == 2
 extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NC, 3)
-    ffpa_bwd_decode_sm90_writes_kernel(const __grid_constant__ FfpaBwdParams p) {
+    ffpa_bwd_decode_sm90_writes_kernel(const __grid_constant__ FfpaBwdParams p,
+                                       const __grid_constant__ FfpaTmaDesc tdk,
+                                       const __grid_constant__ FfpaTmaDesc tdv) {
   using namespace ffpa_bwd_dec90;
   const FfpaFwdParams& f = p.fwd;
   constexpr auto lw = ffpa_layout::bwd_decode_sm90_writes_layout(DP, NR, NW);
@@ -582,9 +610,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NC, 3)
   __syncthreads();
   launch_dependents();     // the convert kernel may start its blocks (it waits)
   grid_dependency_wait();  // P and dS from the first pass
-  u16* dkb = static_cast<u16*>(p.dk) + b * p.dk_batch_stride + kvh * p.dk_head_stride;
-  u16* dvb = static_cast<u16*>(p.dv) + b * p.dv_batch_stride + kvh * p.dv_head_stride;
-  const u32 stage = base + lw.stage + warp * L::kStage;
+  const u32 stage = base + lw.stage + warp * 2 * L::kStage;  // dV's buffer, then dK's
   // A warp's next key block's fragments are loaded before its chunks of this one, so their
   // latency hides under the stores (ncu: the loads' long scoreboard led the stalls).
   u32 pa[4], da[4], npa[4], nda[4];
@@ -601,10 +627,13 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NC, 3)
     for (int col = 0; col < DP; col += 64) {
       float c[8][4];
       chunk_product<64>(c, pa, sO, col, lane);
-      store_chunk<64>(c, 1.f, stage, dvb, p.dv_row_stride, key0, vis, col, lane);
+      put_chunk(c, 1.f, stage, tdv, col, key0, kvh, b, lane);
       chunk_product<64>(c, da, sQ, col, lane);
-      store_chunk<64>(c, f.scale, stage, dkb, p.dk_row_stride, key0, vis, col, lane);
+      put_chunk(c, f.scale, stage + L::kStage, tdk, col, key0, kvh, b, lane);
     }
   }
+  // The stores are done (and have read the staging buffers) before the block's shared memory
+  // goes.
+  if (lane == 0) bulk_wait_all();
 }
 #endif

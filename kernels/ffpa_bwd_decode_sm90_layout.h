@@ -42,7 +42,8 @@ FFPA_LAYOUT_FN BwdDecodeSm90 bwd_decode_sm90_layout(int dp, int kb, int slots, i
 }
 
 // The second pass (dK and dV from P and dS, passes = 2): Q and dO of the head's rows [nr][dp],
-// then the warps' staging buffers.
+// then two staging buffers a warp (dV's and dK's TMA stores; 1024-byte aligned, as the 128-byte
+// swizzle of their boxes needs: nr x dp x 4 bytes is a multiple of 1024).
 struct BwdDecodeSm90Writes {
   int q, o, stage;
   int bytes;  // dynamic shared memory of a launch, with the alignment slack
@@ -52,7 +53,7 @@ FFPA_LAYOUT_FN BwdDecodeSm90Writes bwd_decode_sm90_writes_layout(int dp, int nr,
   l.q = 0;
   l.o = nr * dp * 2;
   l.stage = l.o + nr * dp * 2;
-  l.bytes = 1024 + l.stage + warps * BwdDecodeSm90::kStage;
+  l.bytes = 1024 + l.stage + warps * 2 * BwdDecodeSm90::kStage;
   return l;
 }
 

@@ -71,6 +71,30 @@ __device__ __forceinline__ void tma_load_4d_multicast(u32 dst, const FfpaTmaDesc
       "h"(mask)
       : "memory");
 }
+// The 4D box at coordinates (c0 innermost) written from shared memory at src (a bulk async-group
+// of this thread; rows and columns past the tensor's extent are not written). The writers of src
+// fence it for the async proxy first (fence_proxy_async) and the issuing thread commits the group.
+__device__ __forceinline__ void tma_store_4d(const FfpaTmaDesc& map, u32 src, int c0, int c1,
+                                             int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(
+          reinterpret_cast<unsigned long long>(&map)),
+      "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(src)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// Until at most N of this thread's bulk groups still read their shared memory (it may be written
+// again); their global writes may still be in flight.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+// Until every bulk group of this thread is complete, its writes done.
+__device__ __forceinline__ void bulk_wait_all() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
 __device__ __forceinline__ void tma_prefetch_desc(const FfpaTmaDesc& map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(&map))
                : "memory");

@@ -156,6 +156,13 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   if (c.passes == 2) {
     stream.writes = kWrites;
     stream.writes_threads = c.warps * 32;
+    // Boxes of 16 keys: a warp's key block.
+    stream.tdk =
+        gpu::tma_rows_map(params.dk, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, params.dk_row_stride,
+                          params.dk_head_stride, params.dk_batch_stride, 16);
+    stream.tdv =
+        gpu::tma_rows_map(params.dv, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, params.dv_row_stride,
+                          params.dv_head_stride, params.dv_batch_stride, 16);
     stream.writes_smem =
         ffpa_layout::bwd_decode_sm90_writes_layout(padded_d(D, 64), nr, c.warps).bytes;
     // Two 16-bit values (P, dS) of each computed row, key and head.

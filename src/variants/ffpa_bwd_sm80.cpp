@@ -103,6 +103,7 @@ class BwdOp : public Op {
   void launch(cudaStream_t s) override {
     void* args[] = {&p_};
     void* stream_args[] = {&p_, &stream_.tk, &stream_.tv};
+    void* writes_args[] = {&p_, &stream_.tdk, &stream_.tdv};
     if (dbias_ == 3) FFPA_CUDA(cudaMemsetAsync(p_.dbias, 0, dbias_bytes_, s));
     if (dbias_accum_) FFPA_CUDA(cudaMemsetAsync(dbias_accum_.get(), 0, dbias_accum_.bytes(), s));
     const long long rows = static_cast<long long>(p_.fwd.B) * p_.fwd.Hq * p_.fwd.Nq;
@@ -115,7 +116,7 @@ class BwdOp : public Op {
     if (writes_)
       gpu::launch(reinterpret_cast<const void*>(writes_), writes_grid_,
                   dim3(static_cast<unsigned>(stream_.writes_threads)),
-                  static_cast<size_t>(stream_.writes_smem), s, args, chain_ != Chain::none);
+                  static_cast<size_t>(stream_.writes_smem), s, writes_args, chain_ != Chain::none);
     if (merge_)
       gpu::launch(reinterpret_cast<const void*>(merge_),
                   dim3(static_cast<unsigned>(tail_units_), static_cast<unsigned>(merge_keys_)),

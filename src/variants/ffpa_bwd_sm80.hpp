@@ -89,9 +89,9 @@ struct SplitTail {
 // place of make_op's grid. With `writes` (a kernel name) the main kernel leaves P and dS in a
 // workspace of `pds_bytes` (params.pds) and `writes` makes dK and dV from them after it: a grid
 // of one wave of `writes_threads`-thread blocks over the B x Hkv heads (y), `writes_smem` bytes
-// of shared memory each.
+// of shared memory each, taking TMA maps of dK and dV (tdk, tdv) after the params.
 struct StreamKeys {
-  FfpaTmaDesc tk, tv;
+  FfpaTmaDesc tk, tv, tdk, tdv;
   int64_t keys = 0;
   int kb = 0;
   const char* writes = nullptr;
