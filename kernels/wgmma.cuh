@@ -182,8 +182,8 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// Generic-proxy writes to shared memory (st.shared, cp.async) made visible to the async proxy
-// that wgmma reads through.
+// Generic-proxy writes to shared memory (st.shared, stmatrix, cp.async) made visible to the async
+// proxy that wgmma and TMA stores read through.
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
