@@ -136,7 +136,7 @@ class BwdOp : public Op {
     s += writes_ ? "P/dS kernel (dQ fp32 atomics" : "dK/dV kernel (dQ fp32 atomics";
     if (stream_.keys)
       s += "; TMA ring, " + std::to_string(grid_.x) + " blocks share the heads' keys";
-    if (writes_) s += ") + dK/dV kernel (from P and dS";
+    if (writes_) s += ") + dK/dV kernel (from P and dS; TMA stores";
     s += ") + dQ convert";
     if (dbias_ == 1 || dbias_ == 2) s += " + dBias zeroing and convert";
     if (dbias_ == 3) s += " + dBias memset";
