@@ -146,23 +146,23 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   const FfpaFwdParams& f = params.fwd;
   const bool bf16 = pr.dtype == Dtype::bf16;
   const int D = static_cast<int>(sh.D), nr = problem_rows(pr);
+  // A [B, Hkv, Nkv, D] tensor's map in boxes of `box` keys.
+  const auto keys_map = [&](const void* t, int64_t row, int64_t head, int64_t batch, int box) {
+    return gpu::tma_rows_map(t, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, row, head, batch, box);
+  };
   bwd::StreamKeys stream;
-  stream.tk = gpu::tma_rows_map(f.k, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, f.k_row_stride,
-                                f.k_head_stride, f.k_batch_stride, c.kb);
-  stream.tv = gpu::tma_rows_map(f.v, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, f.v_row_stride,
-                                f.v_head_stride, f.v_batch_stride, c.kb);
+  stream.tk = keys_map(f.k, f.k_row_stride, f.k_head_stride, f.k_batch_stride, c.kb);
+  stream.tv = keys_map(f.v, f.v_row_stride, f.v_head_stride, f.v_batch_stride, c.kb);
   stream.keys = sh.B * sh.Hkv * decode_visible_keys(pr);
   stream.kb = c.kb;
   if (c.passes == 2) {
     stream.writes = kWrites;
     stream.writes_threads = c.warps * 32;
     // Boxes of 16 keys: a warp's key block.
-    stream.tdk =
-        gpu::tma_rows_map(params.dk, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, params.dk_row_stride,
-                          params.dk_head_stride, params.dk_batch_stride, 16);
-    stream.tdv =
-        gpu::tma_rows_map(params.dv, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, params.dv_row_stride,
-                          params.dv_head_stride, params.dv_batch_stride, 16);
+    stream.tdk = keys_map(params.dk, params.dk_row_stride, params.dk_head_stride,
+                          params.dk_batch_stride, 16);
+    stream.tdv = keys_map(params.dv, params.dv_row_stride, params.dv_head_stride,
+                          params.dv_batch_stride, 16);
     stream.writes_smem =
         ffpa_layout::bwd_decode_sm90_writes_layout(padded_d(D, 64), nr, c.warps).bytes;
     // Two 16-bit values (P, dS) of each computed row, key and head.
