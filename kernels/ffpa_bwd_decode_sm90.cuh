@@ -573,11 +573,11 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NT, 1)
 // and the first pass's only reads (a stream that mixes them is slower: microbench.md). Grid:
 // x = a head's share of key blocks (16 keys), y = the head (b x Hkv + kvh); a warp a key block at
 // a time, over all of D in chunks of 64 columns. Compiled only for FFPA_PASSES = 2.
-// At least three blocks an SM (with 8 warps at most 85 registers): more stores in flight than two
-// (ncu at 96 registers: DRAM 77 % busy, 16 warps an SM). dK and dV leave by TMA stores (tdk,
-// tdv: boxes of 16 keys x 64 columns, rows past Nkv and columns past D not written) from two
-// staging buffers a warp: at 16-byte stores by every lane the warps' load-store queue, not HBM,
-// held the write rate (ncu: 2.6 TB/s, stalls on the staging reads and the stores).
+// At least three blocks an SM (with 8 warps at most 85 registers); with 16-byte stores that ran
+// as two did (2026-12-07: 407.9 us against 408.9, DRAM 77 % busy either way). dK and dV leave by
+// TMA stores (tdk, tdv: boxes of 16 keys x 64 columns, rows past Nkv and columns past D not
+// written) from two staging buffers a warp: at 16-byte stores by every lane the warps' load-store
+// queue, not HBM, held the write rate (ncu: 2.6 TB/s, stalls on the staging reads and the stores).
 #if FFPA_PASSES == 2
 extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NC, 3)
     ffpa_bwd_decode_sm90_writes_kernel(const __grid_constant__ FfpaBwdParams p,
@@ -612,7 +612,8 @@ extern "C" __global__ void __launch_bounds__(ffpa_bwd_dec90::NC, 3)
   grid_dependency_wait();  // P and dS from the first pass
   const u32 stage = base + lw.stage + warp * 2 * L::kStage;  // dV's buffer, then dK's
   // A warp's next key block's fragments are loaded before its chunks of this one, so their
-  // latency hides under the stores (ncu: the loads' long scoreboard led the stalls).
+  // latency can hide under the stores (ncu at 96 registers put the loads' long scoreboard first
+  // among the stalls; with 16-byte stores the load-ahead did not change the time).
   u32 pa[4], da[4], npa[4], nda[4];
   get_pds(p, hh, (kb_lo + warp) * 16, vis, npa, nda, lane);
   for (int kb = kb_lo + warp; kb < kb_hi; kb += NW) {
