@@ -458,16 +458,10 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       pv<C, true>(o, pb, opaque(sP + BR * BC * 2), ring, tp, 1, npairs, lane);
   };
 
-  for (int t = 0; t < npairs; ++t) {
-    const int j = first_block(sunit) + 2 * t + C;  // this consumer's key block
-#if FFPA_DROPOUT
-    // KMASK: the next pair's word, a pair ahead of its use (the mask is read from HBM).
-    const u32 keep_next = KMASK && t + 1 < npairs ? mask_word(j + 2) : 0u;
-#endif
-
-    // S = Q K_j^T: one group per K panel; a panel's slot is released once the group that read
-    // it retired (wait<1> after the next group is committed).
-    float s[8][4];
+  // S = Q K_j^T for pair t's block j: one group per K panel; a panel's slot is released once
+  // the group that read it retired (wait<1> after the next group is committed). The last group
+  // is left in flight.
+  auto qk = [&](int t, float(&s)[8][4]) {
 #pragma unroll
     for (int q = 0; q < NP; ++q) {
       const int seq = seq_k<C>(t, q);
@@ -489,20 +483,11 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
         release(ring, seq_k<C>(t, q - 1), lane);
       }
     }
-    if (LEADS<C> && t > 0) {
-      // Leading: the QK groups run while consumer 1's P_1 of the pair before arrives; P_1
-      // V_2t-1 follows them and runs under this softmax.
-      pv_p1(t - 1, seq_k<C>(t, NP - 1), true);
-    } else {
-      wgmma_wait<0>();
-      release(ring, seq_k<C>(t, NP - 1), lane);
-    }
-    fence_acc(s);
-
-    // Scores in log2 units, masked; the row maxima of this block.
+  };
+  // Scores of block j in log2 units, masked; the row maxima.
+  auto scores = [&](int j, float(&s)[8][4], float(&rmax)[2]) {
     const bool edge = (j + 1) * BC > p.Nkv || (FFPA_CAUSAL && (j + 1) * BC - 1 > r_lo + diag);
     const int key0 = j * BC + (lane & 3) * 2;  // key of this thread's first S column
-    float rmax[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = wq * 16 + (lane >> 2) + h * 8;
@@ -533,38 +518,26 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
       rmax[h] = v;
     }
+  };
 
-    u32 pb[4][4];  // consumer 0's P in consumer 1, consumer 1's in consumer 0
-    if constexpr (!SEESAW) {
-      // Both fold the larger of the two blocks' maxima: the pair acts as one 128-key block.
+  // Lock-step: both fold the larger of the two blocks' maxima; the pair acts as one 128-key
+  // block.
+  auto pair_max = [&](float(&rmax)[2]) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        if ((lane & 3) == 0) smax[C * BR + wq * 16 + (lane >> 2) + h * 8] = rmax[h];
-      named_sync(BAR_P0, 256);
+    for (int h = 0; h < 2; ++h)
+      if ((lane & 3) == 0) smax[C * BR + wq * 16 + (lane >> 2) + h * 8] = rmax[h];
+    named_sync(BAR_P0, 256);
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        rmax[h] = fmaxf(rmax[h], smax[(1 - C) * BR + wq * 16 + (lane >> 2) + h * 8]);
-    } else if constexpr (C == 1) {
-      // Consumer 0's maximum and P_0: O follows the maximum, then P_0 V_2t runs under this
-      // consumer's softmax.
-      named_sync(BAR_P0, 256);
-      float f[2];
-      adopt(smax, m_run, l_run, f);
-      rescale(o, f);
-      if (!PSMEM) {
-        load_p(opaque(sP), pb);
-        fence_regs(pb);
-      }
-      pv<C, false>(o, pb, opaque(sP), ring, t, 0, npairs, lane);
-    }
-
-    // Fold this block's maxima into the running maximum, lazily: it moves only when a row's
-    // maximum passes it by more than RESCALE_SLACK (log2 units), so P stays below 2^8 (exact
-    // enough in fp32 sums and as bf16/fp16) and most pairs leave O unscaled. P in the input
-    // dtype, as the A fragments of the PV (k16 step ks: n8 groups 2 ks and 2 ks + 1); with psmem
-    // only staged here on the way to sP.
-    u32 pa[4][4];
-    float g[2];
+    for (int h = 0; h < 2; ++h)
+      rmax[h] = fmaxf(rmax[h], smax[(1 - C) * BR + wq * 16 + (lane >> 2) + h * 8]);
+  };
+  // Fold this block's maxima into the running maximum, lazily: it moves only when a row's
+  // maximum passes it by more than RESCALE_SLACK (log2 units), so P stays below 2^8 (exact
+  // enough in fp32 sums and as bf16/fp16) and most pairs leave O unscaled. P in the input
+  // dtype, as the A fragments of the PV (k16 step ks: n8 groups 2 ks and 2 ks + 1); with psmem
+  // only staged here on the way to sP.
+  // Returns this consumer's P tile in sP.
+  auto probs = [&](int j, float(&s)[8][4], const float(&rmax)[2], u32(&pa)[4][4], float(&g)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = wq * 16 + (lane >> 2) + h * 8;
@@ -587,7 +560,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
 #if FFPA_DROPOUT
     {
       // In lock-step drawn here, once S is dead, so the Philox state does not compete with it.
-      if (!AHEAD && !KMASK) keep = draw(key0);
+      if (!AHEAD && !KMASK) keep = draw(j * BC + (lane & 3) * 2);
 #pragma unroll
       for (int n = 0; n < 8; ++n)
 #pragma unroll
@@ -611,6 +584,50 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
                      "r"(pa[n / 2][(n & 1) * 2 + h]));
     // With psmem the PVs read sP through the async proxy.
     if (PSMEM) fence_proxy_async();
+    return sPown;
+  };
+
+  for (int t = 0; t < npairs; ++t) {
+    const int j = first_block(sunit) + 2 * t + C;  // this consumer's key block
+#if FFPA_DROPOUT
+    // KMASK: the next pair's word, a pair ahead of its use (the mask is read from HBM).
+    const u32 keep_next = KMASK && t + 1 < npairs ? mask_word(j + 2) : 0u;
+#endif
+
+    float s[8][4];
+    qk(t, s);
+    if (LEADS<C> && t > 0) {
+      // Leading: the QK groups run while consumer 1's P_1 of the pair before arrives; P_1
+      // V_2t-1 follows them and runs under this softmax.
+      pv_p1(t - 1, seq_k<C>(t, NP - 1), true);
+    } else {
+      wgmma_wait<0>();
+      release(ring, seq_k<C>(t, NP - 1), lane);
+    }
+    fence_acc(s);
+    float rmax[2];
+    scores(j, s, rmax);
+
+    u32 pb[4][4];  // consumer 0's P in consumer 1, consumer 1's in consumer 0
+    if constexpr (!SEESAW) {
+      pair_max(rmax);
+    } else if constexpr (C == 1) {
+      // Consumer 0's maximum and P_0: O follows the maximum, then P_0 V_2t runs under this
+      // consumer's softmax.
+      named_sync(BAR_P0, 256);
+      float f[2];
+      adopt(smax, m_run, l_run, f);
+      rescale(o, f);
+      if (!PSMEM) {
+        load_p(opaque(sP), pb);
+        fence_regs(pb);
+      }
+      pv<C, false>(o, pb, opaque(sP), ring, t, 0, npairs, lane);
+    }
+
+    u32 pa[4][4];
+    float g[2];
+    const u32 sPown = probs(j, s, rmax, pa, g);
 
     // Seesaw: this consumer's P against its own block's V (O follows the maximum first); drawing
     // ahead, the next block's keep bits under these groups.
