@@ -23,6 +23,12 @@
 //   FFPA_PSMEM    0: the PVs take P from registers (wgmma RS; the other consumer's P is read from
 //                 sP once a pair); 1: from sP (SS): 32 registers fewer, 8 KB more shared reads
 //                 per O panel and P
+//   FFPA_QKNEXT   1 (lock-step, P from registers, nothing drawn ahead): each consumer issues
+//                 the next pair's QK before this pair's PVs, and runs the next pair's softmax
+//                 while the PVs are in flight (FA3's intra-warpgroup overlap): the tensor pipe
+//                 no longer idles through both softmaxes. Its ring streams K of block 2t + 2 + C
+//                 before V of blocks 2t and 2t + 1 and holds all of pair t's V panels at once
+//                 (check() refuses smaller rings with the reason)
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DROPOUT as in ffpa_fwd.cuh (no split-KV here): the
 //                 bias is read from global memory in the softmax (any broadcast shape, through its
 //                 strides; a key bias stays in L1), the keep bits are drawn there per element pair
@@ -85,6 +91,7 @@ constexpr bool SEESAW = FFPA_SEESAW;
 constexpr bool AHEAD = FFPA_AHEAD && FFPA_DROPOUT;
 constexpr bool KMASK = FFPA_KMASK && FFPA_DROPOUT;
 constexpr bool LEAD = SEESAW && FFPA_LEAD;
+constexpr bool QKNEXT = FFPA_QKNEXT;
 constexpr int DP = (D + 63) / 64 * 64;  // zero-filled past D (TMA and the Q load)
 constexpr int NP = DP / 64;             // 64-column panels of Q and K
 constexpr int SPLIT = FFPA_SPLIT;
@@ -122,6 +129,11 @@ static_assert(RC >= NP1, "consumer 1's ring holds its V panels of a block");
 // Drawing ahead, consumer 0 holds its P_0 V_2t groups in flight too.
 static_assert(!(AHEAD || LEAD) || RC >= NP0, "consumer 0's ring holds its V panels of a block");
 static_assert(!(AHEAD && KMASK), "the keep bits are drawn ahead or read from the mask, not both");
+// The next pair's softmax writes sP and P while the PVs read the last ones: P from registers,
+// both consumers in lock-step, and its draws lie under the PVs already.
+static_assert(!QKNEXT || (!SEESAW && !PSMEM && !AHEAD), "qknext: lock-step, P from registers");
+// With qknext a consumer holds the last K panel of the next pair and all V panels of a pair.
+static_assert(!QKNEXT || (RC > 2 * NP0 && RC > 2 * NP1), "qknext: rings of 2 NPC + 1 slots");
 
 // Named barriers (0 is __syncthreads): consumer 0's P and maximum published (consumer 0 arrives,
 // consumer 1 waits), consumer 1's (the other way round), Q and the row table loaded, the row
@@ -160,9 +172,11 @@ constexpr bool LEADS = C == 0 && LEAD;  // consumer C leads (FFPA_LEAD)
 // 2t + C, then V panel k (of C's O columns) of block 2t + i, i = 0 then 1. When consumer 0
 // leads, its ring holds per pair K of block 2t, V of block 2t - 1 (t > 0), V of block 2t, and
 // after the last pair V of its last odd block: V of block 2t + 1 follows K of block 2t + 2.
+// With qknext the V panels of both blocks of pair t follow K of block 2t + 2 + C.
 template <int C>
 __device__ __forceinline__ int seq_k(int t, int q) {
   if constexpr (LEADS<C>) return max(0, t * (NP + 2 * NP0) - NP0) + q;
+  if constexpr (QKNEXT) return max(0, t * (NP + 2 * NPC<C>)-2 * NPC<C>) + q;
   return t * (NP + 2 * NPC<C>)+q;
 }
 template <int C>
@@ -171,6 +185,8 @@ __device__ __forceinline__ int seq_v(int t, int i, int k, int npairs) {
     constexpr int U = NP + 2 * NP0;
     return i == 0 ? t * U + NP + k : (t + 1) * U - NP0 + (t + 1 < npairs ? NP : 0) + k;
   }
+  if constexpr (QKNEXT)
+    return (t + 1) * (NP + 2 * NPC<C>)-2 * NPC<C> + (t + 1 < npairs ? NP : 0) + i * NPC<C> + k;
   return t * (NP + 2 * NPC<C>)+NP + i * NPC<C> + k;
 }
 
@@ -224,6 +240,21 @@ __device__ __forceinline__ void produce_ring(const FfpaTmaDesc& tk, const FfpaTm
 #pragma unroll 1
     for (int k = 0; k < (npairs > 0 ? NP0 : 0); ++k)
       produce(ring, tv, seq++, jb + 2 * npairs - 1, v0 + k, kvh, b, rank);
+  } else if constexpr (QKNEXT) {
+#pragma unroll 1
+    for (int q = 0; q < (npairs > 0 ? NP : 0); ++q)
+      produce(ring, tk, seq++, jb + C, q, kvh, b, rank);
+#pragma unroll 1
+    for (int t = 0; t < npairs; ++t) {
+#pragma unroll 1
+      for (int q = 0; q < (t + 1 < npairs ? NP : 0); ++q)
+        produce(ring, tk, seq++, jb + 2 * t + 2 + C, q, kvh, b, rank);
+#pragma unroll 1
+      for (int i = 0; i < 2; ++i)
+#pragma unroll 1
+        for (int k = 0; k < NPC<C>; ++k)
+          produce(ring, tv, seq++, jb + 2 * t + i, v0 + k, kvh, b, rank);
+    }
   } else {
     for (int t = 0; t < npairs; ++t) {
 #pragma unroll 1
@@ -587,7 +618,65 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     return sPown;
   };
 
-  for (int t = 0; t < npairs; ++t) {
+  // qknext: pair t's PVs, both P tiles from sP into registers, where they stay until the PV
+  // groups that read them retired (in-flight RS operands); loaded afresh each pair, never
+  // carried across the loop edge (a copy there made ptxas serialize the wgmmas, C7513). The
+  // groups stay in flight.
+  auto pv_pair = [&](int t) {
+    u32 pa[4][4], pb[4][4];
+    load_p(opaque(sP), pa);
+    load_p(opaque(sP + BR * BC * 2), pb);
+    fence_regs(pa);
+    fence_regs(pb);
+    pv<C, false>(o, pa, opaque(sP), ring, t, 0, npairs, lane);
+    pv<C, false>(o, pb, opaque(sP + BR * BC * 2), ring, t, 1, npairs, lane);
+  };
+  auto retire_pair = [&](int t) {
+    retire_pv<C>(ring, t, 0, npairs, lane);
+#pragma unroll
+    for (int k = 0; k < NO; ++k) release(ring, seq_v<C>(t, 1, k, npairs), lane);
+  };
+  // The softmax of block j into sP (both consumers: the tiles are read once BAR_P1 passed).
+  auto softmax_next = [&](int j, float(&s)[8][4], float(&g)[2]) {
+    fence_acc(s);
+    float rmax[2];
+    u32 pn[4][4];
+    scores(j, s, rmax);
+    pair_max(rmax);
+    probs(j, s, rmax, pn, g);
+    named_sync(BAR_P1, 256);
+  };
+  if constexpr (QKNEXT) {
+    if (npairs > 0) {
+      float s[8][4], g[2];  // O is zero: g is not needed
+      qk(0, s);
+      wgmma_wait<0>();
+      release(ring, seq_k<C>(0, NP - 1), lane);
+      softmax_next(first_block(sunit) + C, s, g);
+    }
+    // Pairs t < npairs - 1: the next pair's QK, this pair's PVs, the next softmax under them.
+    // sP is rewritten once both consumers passed the next BAR_P0, after they loaded it.
+#pragma unroll 1
+    for (int t = 0; t + 1 < npairs; ++t) {
+      const int j = first_block(sunit) + 2 * t + 2 + C;  // this consumer's next key block
+#if FFPA_DROPOUT
+      if (KMASK) keep = mask_word(j);  // read under the QK groups
+#endif
+      float s[8][4], g[2];
+      qk(t + 1, s);
+      pv_pair(t);
+      wgmma_wait<2 * NO>();  // the QK groups, committed before the PVs'
+      release(ring, seq_k<C>(t + 1, NP - 1), lane);
+      softmax_next(j, s, g);
+      retire_pair(t);
+      rescale(o, g);
+    }
+    if (npairs > 0) {
+      pv_pair(npairs - 1);
+      retire_pair(npairs - 1);
+    }
+  }
+  for (int t = 0; !QKNEXT && t < npairs; ++t) {
     const int j = first_block(sunit) + 2 * t + C;  // this consumer's key block
 #if FFPA_DROPOUT
     // KMASK: the next pair's word, a pair ahead of its use (the mask is read from HBM).

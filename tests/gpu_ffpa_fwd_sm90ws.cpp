@@ -338,6 +338,49 @@ TEST_CASE("sm90ws: the last wave's query blocks split by key range (tail)", "[gp
   expect_close(make(1, 1, 1, 1000, 1000, 512), c, 5);
 }
 
+// The next pair's QK before this pair's PVs (qknext): the ring's order (V of pair t after K of
+// pair t + 1), no pair (causal rows that see no key), one pair, odd block counts (the last pair's
+// second block masked out), head dims 72..576 (the odd O panel either way; past 512 two CTAs a
+// query block), GQA with B > 1, causal both alignments, every bias shape, dropout drawn in the
+// softmax and from the keep mask, the last wave's pieces, both dtypes.
+TEST_CASE("sm90ws: the next pair's QK before the PVs (qknext=1)", "[gpu]") {
+  if (!hopper()) return;
+  auto cfg = [](int slots, int odd = 0) {
+    fwd90ws::Config c{slots, 1, 0, 0, odd};
+    c.qknext = 1;
+    return c;
+  };
+  for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
+    expect_close(make(1, 2, 2, 64, 64, 128, dt), cfg(6));  // one pair, its second block masked
+    expect_close(make(2, 4, 2, 333, 517, 512, dt), cfg(18));
+    for (int odd : {0, 1}) expect_close(make(2, 8, 2, 130, 1000, 320, dt), cfg(14, odd));
+  }
+  for (int D : {72, 136, 384, 448})
+    expect_close(make(1, 4, 2, 200, 390, D), cfg(D > 320 ? 18 : 16));
+  expect_close(make(1, 2, 2, 200, 390, 576), cfg(14));
+  for (Causal c : {Causal::bottom_right, Causal::top_left}) {
+    Problem p = make(1, 4, 2, 400, 300, 320);  // top-left: rows that see no key
+    p.causal = c;
+    expect_close(p, cfg(16));
+    Problem q = make(1, 4, 4, 300, 400, 512);
+    q.causal = c;
+    expect_close(q, cfg(18));
+  }
+  for (const Problem& p : bias_problems(320, Dtype::bf16)) expect_close(p, cfg(16));
+  Problem d = make(2, 4, 2, 300, 453, 320);
+  d.dropout = 0.1;
+  expect_close(d, cfg(16));
+  fwd90ws::Config km = cfg(16);
+  km.kmask = 1;
+  expect_close(d, km);
+  d.causal = Causal::top_left;
+  d.bias = BiasKind::key;
+  expect_close(d, km);
+  fwd90ws::Config tail = cfg(16);
+  tail.tail = 1;
+  expect_close(make(1, 1, 1, 150, 1000, 320), tail, 8);
+}
+
 // The same cases with the own P read from shared memory (psmem): if one path fails and the other
 // passes, the failure is in the P fragments (RS) or in the P tile (SS).
 TEST_CASE("sm90ws: own P through shared memory (psmem=1)", "[gpu]") {
@@ -389,6 +432,14 @@ TEST_CASE("sm90ws forward timings", "[.][bench]") {
       for (int rep = 0; rep < 2; ++rep)
         for (int odd = 0; odd <= (D == 320 ? 1 : 0); ++odd)
           for (int lead : {0, 1}) bench("lead", self, fwd90ws::Config{16, 1, 0, 1, odd, lead});
+    if (D <= 512) {  // alternated, twice: seesaw, lock-step, lock-step with the next QK first
+      fwd90ws::Config next{D > 384 ? 18 : 16, 1, 0, 0};
+      next.qknext = 1;
+      for (int rep = 0; rep < 2; ++rep) {
+        for (int seesaw : {1, 0}) bench("qknext", self, fwd90ws::Config{16, 1, 0, seesaw});
+        bench("qknext", self, next);
+      }
+    }
     if (D != 512) continue;
     bench("psmem", self, fwd90ws::Config{16, 1, 1});
     for (int slots : {12, 18}) bench("slots", self, fwd90ws::Config{slots, 1});

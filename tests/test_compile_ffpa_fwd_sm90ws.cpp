@@ -217,6 +217,58 @@ TEST_CASE("sm90ws kmask=1 compiles clean at D 320, 512 and 1024", "[nvrtc]") {
     }
 }
 
+// "sm90ws: the next pair's QK before the PVs": the next S accumulators in flight beside the PV
+// groups, P loaded from sP each pair, in every head-dim regime the GPU test runs (72..576, the
+// odd O panel either way, two CTAs a query block at 576), causal, every bias dtype and dropout
+// (drawn, or from the mask beside a bias and causal masking) at D = 320, both dtypes.
+TEST_CASE("sm90ws qknext=1 compiles clean at D 72..576", "[nvrtc]") {
+  test::FreshCache cache;
+  auto cfg = [](int slots, int odd = 0) {
+    fwd90ws::Config c{slots, 1, 0, 0, odd};
+    c.qknext = 1;
+    return c;
+  };
+  for (int bf16 : {1, 0}) {
+    fwd::Features f;
+    f.bf16 = bf16;
+    f.D = 128;
+    compile_clean(cfg(6), f);
+    f.D = 512;
+    compile_clean(cfg(18), f);
+    f.D = 320;
+    for (int odd : {0, 1}) compile_clean(cfg(14, odd), f);
+  }
+  fwd::Features f;
+  for (int D : {72, 136, 384, 448}) {
+    f.D = D;
+    compile_clean(cfg(D > 320 ? 18 : 16), f);
+  }
+  f.D = 576;
+  compile_clean(cfg(14), f);
+  for (int causal : {1, 2}) {
+    f.causal = causal;
+    for (int D : {320, 512}) {
+      f.D = D;
+      compile_clean(cfg(D == 512 ? 18 : 16), f);
+    }
+  }
+  f = fwd::Features{};
+  f.D = 320;
+  for (int bias : {1, 2}) {
+    f.bias = bias;
+    compile_clean(cfg(16), f);
+  }
+  f.bias = 0;
+  f.dropout = true;
+  compile_clean(cfg(16), f);
+  fwd90ws::Config km = cfg(16);
+  km.kmask = 1;
+  compile_clean(km, f);
+  f.causal = 2;
+  f.bias = 1;
+  compile_clean(km, f);
+}
+
 // In lock-step (their default: seesaw = 0), bf16 with every mask alignment, fp16 without.
 TEST_CASE("sm90ws bias and dropout compile clean at D 320, 512 and 1024", "[nvrtc]") {
   test::FreshCache cache;
@@ -316,6 +368,27 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
              Catch::Contains("even count of O panels"));
   CHECK_THAT(v->supports(p512, fwd90ws::Config{16, 1, 0, 1, 2}.knobs(), h200).reason,
              Catch::Contains("oddpanel is 0 or 1"));
+  // The next pair's QK first: lock-step, P from registers, nothing drawn ahead; a consumer's ring
+  // holds its V panels of a pair and a K panel (7 slots at D = 320, 9 at 512).
+  fwd90ws::Config next{14, 1, 0, 0};
+  next.qknext = 1;
+  CHECK(v->supports(compile_problem(320), next.knobs(), h200).ok());
+  CHECK_THAT(v->supports(p512, next.knobs(), h200).reason,
+             Catch::Contains("qknext=1 holds 8 V panels of a pair and a K panel"));
+  next.slots = 18;
+  CHECK(v->supports(p512, next.knobs(), h200).ok());
+  next.seesaw = 1;
+  CHECK_THAT(v->supports(p512, next.knobs(), h200).reason, Catch::Contains("lock-step only"));
+  next.seesaw = 0;
+  next.psmem = 1;
+  CHECK_THAT(v->supports(p512, next.knobs(), h200).reason, Catch::Contains("psmem=1"));
+  next.psmem = 0;
+  next.ahead = 1;
+  CHECK_THAT(v->supports(drop320, next.knobs(), h200).reason,
+             Catch::Contains("qknext=1 with ahead=1"));
+  next.ahead = 0;
+  next.qknext = 2;
+  CHECK_THAT(v->supports(p512, next.knobs(), h200).reason, Catch::Contains("qknext is 0 or 1"));
   // Consumer 0 leads only in the seesaw.
   CHECK(v->supports(p512, fwd90ws::Config{16, 1, 0, 1, 0, 1}.knobs(), h200).ok());
   CHECK(v->supports(compile_problem(128), fwd90ws::Config{4, 1, 0, 1, 0, 1}.knobs(), h200).ok());

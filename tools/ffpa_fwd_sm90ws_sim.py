@@ -41,18 +41,22 @@ def first_v(NPO, own, c, split):
     return split * NPO + (0 if c == 0 else own[0])
 
 
-def seq_k(NP, own, c, t, q, lead=False):
+def seq_k(NP, own, c, t, q, lead=False, qknext=False):
     if lead and c == 0:  # FFPA_LEAD: V of block 2t - 1 after K of block 2t
         return max(0, t * (NP + 2 * own[0]) - own[0]) + q
+    if qknext:  # FFPA_QKNEXT: V of pair t after K of pair t + 1
+        return max(0, t * (NP + 2 * own[c]) - 2 * own[c]) + q
     return t * (NP + 2 * own[c]) + q
 
 
-def seq_v(NP, own, c, t, i, k, npairs=0, lead=False):
+def seq_v(NP, own, c, t, i, k, npairs=0, lead=False, qknext=False):
     n = own[c]
+    U = NP + 2 * n
     if lead and c == 0:
-        U = NP + 2 * n
         return t * U + NP + k if i == 0 else (t + 1) * U - n + (NP if t + 1 < npairs else 0) + k
-    return t * (NP + 2 * n) + NP + i * n + k
+    if qknext:
+        return (t + 1) * U - 2 * n + (NP if t + 1 < npairs else 0) + i * n + k
+    return t * U + NP + i * n + k
 
 
 class Barrier:
@@ -108,9 +112,16 @@ class NamedBarrier:
             yield False
 
 
-def producer_order(NP, NPO, own, npairs, c, split=0, lead=False):
+def producer_order(NP, NPO, own, npairs, c, split=0, lead=False, qknext=False):
     v0 = first_v(NPO, own, c, split)
     out = []  # (kind, block, panel) in seq order
+    if qknext:
+        out += [("K", c, q) for q in range(NP if npairs else 0)]
+        for t in range(npairs):
+            out += [("K", 2 * t + 2 + c, q) for q in range(NP if t + 1 < npairs else 0)]
+            for i in range(2):
+                out += [("V", 2 * t + i, v0 + k) for k in range(own[c])]
+        return out
     if lead and c == 0:
         for t in range(npairs):
             out += [("K", 2 * t, q) for q in range(NP)]
@@ -126,9 +137,12 @@ def producer_order(NP, NPO, own, npairs, c, split=0, lead=False):
     return out
 
 
-def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=False, lead=False):
+def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=False, lead=False,
+             qknext=False):
     RC = R // 2
     own = own_panels(NPO, odd)
+    if qknext and (seesaw or ahead or RC <= 2 * max(own)):
+        return False  # lock-step only, nothing drawn ahead, a pair's V panels and a K panel held
     if lead and (not seesaw or RC < own[0]):
         return False  # consumer 0 leads only in the seesaw, holding its V panels: refused
     if RC < own[1]:
@@ -136,15 +150,15 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
     if ahead and RC < own[0]:
         return False  # drawing ahead, consumer 0 does too: refused
     half = 8192 // CL
-    orders = [producer_order(NP, NPO, own, npairs, c, split, lead) for c in range(2)]
+    orders = [producer_order(NP, NPO, own, npairs, c, split, lead, qknext) for c in range(2)]
     for c in range(2):
         assert len(orders[c]) == (NP + 2 * own[c]) * npairs
         for t in range(npairs):  # the sequence functions index the producer's order
             for q in range(NP):
-                assert orders[c][seq_k(NP, own, c, t, q, lead)] == ("K", 2 * t + c, q)
+                assert orders[c][seq_k(NP, own, c, t, q, lead, qknext)] == ("K", 2 * t + c, q)
             for i in range(2):
                 for k in range(own[c]):
-                    assert orders[c][seq_v(NP, own, c, t, i, k, npairs, lead)] == (
+                    assert orders[c][seq_v(NP, own, c, t, i, k, npairs, lead, qknext)] == (
                         "V", 2 * t + i, first_v(NPO, own, c, split) + k)
     ctas = []
     for _ in range(CL):
@@ -237,8 +251,11 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
         n = own[c]
         v0 = first_v(NPO, own, c, split)
         def panels_v(t, i):
-            return [(seq_v(NP, own, c, t, i, k, npairs, lead), ("V", 2 * t + i, v0 + k))
+            return [(seq_v(NP, own, c, t, i, k, npairs, lead, qknext), ("V", 2 * t + i, v0 + k))
                     for k in range(n)]
+
+        def k_panels(t):
+            return [(seq_k(NP, own, c, t, q, lead, qknext), ("K", 2 * t + c, q)) for q in range(NP)]
 
         def pv_p1(t, kseq=None, hold=False):  # consumer 0: P_1 of pair t, then P_1 V_2t+1
             yield from x["bar"][1].sync()
@@ -257,15 +274,48 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
             x["p_held"][1] = False
             yield True
 
+        def softmax_next(t):  # qknext: both maxima, then both P tiles published in sP
+            yield from x["bar"][0].sync()
+            publish(cta, c, t)
+            yield from x["bar"][1].sync()
+
+        def pv_pair(t):  # qknext: both P tiles into registers, both PVs' groups in flight
+            take(cta, c, t)
+            x["p_held"][1 - c] = False  # read into registers: sP is free at once
+            yield True
+            for i in range(2):
+                yield from group(cta, c, panels_v(t, i), retire=False)
+
+        def retire_pair(t):
+            for i in range(2):
+                for seq, _ in panels_v(t, i):
+                    release(cta, c, seq)
+            yield True
+
+        if qknext:
+            if npairs:
+                yield from group(cta, c, k_panels(0))
+                yield from softmax_next(0)
+            for t in range(npairs - 1):
+                yield from group(cta, c, k_panels(t + 1), keep_last=True)
+                yield from pv_pair(t)
+                release(cta, c, k_panels(t + 1)[-1][0])  # wait<2 NPC>: the QK groups retired
+                yield True
+                yield from softmax_next(t + 1)
+                yield from retire_pair(t)
+            if npairs:
+                yield from pv_pair(npairs - 1)
+                yield from retire_pair(npairs - 1)
+            return
+
         for t in range(npairs):
-            k_panels = [(seq_k(NP, own, c, t, q, lead), ("K", 2 * t + c, q)) for q in range(NP)]
             v_panels = [panels_v(t, 0), panels_v(t, 1)]
             if lead and c == 0 and t > 0:
                 # the QK groups in flight while consumer 1's P_1 of the pair before arrives
-                yield from group(cta, c, k_panels, keep_last=True)
-                yield from pv_p1(t - 1, k_panels[-1][0], hold=True)
+                yield from group(cta, c, k_panels(t), keep_last=True)
+                yield from pv_p1(t - 1, k_panels(t)[-1][0], hold=True)
             else:
-                yield from group(cta, c, k_panels)
+                yield from group(cta, c, k_panels(t))
             if not seesaw:
                 yield from x["bar"][0].sync()
                 publish(cta, c, t)
@@ -336,24 +386,32 @@ def main():
                     # the seesaw twice: without and with dropout (keep bits drawn ahead)
                     # the seesaw: without and with dropout (keep bits drawn ahead), with
                     # consumer 0 leading (both); lock-step
-                    for seesaw, ahead, lead in ((True, False, False), (True, True, False),
-                                                (True, False, True), (True, True, True),
-                                                (False, False, False), (False, True, False)):
+                    # lock-step: plain, drawing ahead, the next pair's QK first
+                    for seesaw, ahead, lead, qk in ((True, False, False, False),
+                                                    (True, True, False, False),
+                                                    (True, False, True, False),
+                                                    (True, True, True, False),
+                                                    (False, False, False, False),
+                                                    (False, True, False, False),
+                                                    (False, False, False, True)):
                         # an odd panel count: its extra panel with consumer 0, then with 1
                         for odd in (0, 1) if NP % 2 else (0,):
                             cases += simulate(NP, NP, R, npairs, CL, rng, seesaw=seesaw, odd=odd,
-                                              ahead=ahead, lead=lead)
+                                              ahead=ahead, lead=lead, qknext=qk)
     # D > 512: two CTAs a query block, each streaming its share of V (the last partly past D).
     for NP, NPO in ((9, 5), (12, 6), (16, 8)):
-        for R in (4, 8, 10):
+        for R in (4, 8, 10, 14):
             for npairs in (1, 2, 3):
                 for split in (0, 1):
-                    for seesaw, ahead, lead in ((True, False, False), (True, True, False),
-                                                (True, False, True), (False, False, False),
-                                                (False, True, False)):
+                    for seesaw, ahead, lead, qk in ((True, False, False, False),
+                                                    (True, True, False, False),
+                                                    (True, False, True, False),
+                                                    (False, False, False, False),
+                                                    (False, True, False, False),
+                                                    (False, False, False, True)):
                         for odd in (0, 1) if NPO % 2 else (0,):
                             cases += simulate(NP, NPO, R, npairs, 1, rng, split, seesaw, odd,
-                                              ahead, lead)
+                                              ahead, lead, qk)
     print(f"ffpa_fwd_sm90ws protocol: {cases} random schedules, no deadlock, no stale or "
           "overwritten panel, P tile or maximum")
 

@@ -108,10 +108,11 @@ class Fwd90wsOp : public Op {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {
-    {"slots", &Config::slots},   {"cluster", &Config::cluster},   {"psmem", &Config::psmem},
-    {"seesaw", &Config::seesaw}, {"oddpanel", &Config::oddpanel}, {"lead", &Config::lead},
-    {"ahead", &Config::ahead},   {"kmask", &Config::kmask},       {"tail", &Config::tail, false}};
+constexpr Knob<Config> kKnobs[] = {{"slots", &Config::slots},       {"cluster", &Config::cluster},
+                                   {"psmem", &Config::psmem},       {"seesaw", &Config::seesaw},
+                                   {"oddpanel", &Config::oddpanel}, {"lead", &Config::lead},
+                                   {"ahead", &Config::ahead},       {"kmask", &Config::kmask},
+                                   {"qknext", &Config::qknext},     {"tail", &Config::tail, false}};
 
 Support problem_check(const Problem& pr) {
   const auto& s = pr.shape;
@@ -170,12 +171,21 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.lead != 0 && c.lead != 1) return Support::no("lead is 0 or 1");
   if (c.ahead != 0 && c.ahead != 1) return Support::no("ahead is 0 or 1");
   if (c.kmask != 0 && c.kmask != 1) return Support::no("kmask is 0 or 1");
+  if (c.qknext != 0 && c.qknext != 1) return Support::no("qknext is 0 or 1");
   if (c.tail != 0 && c.tail != 1) return Support::no("tail is 0 or 1");
   if (c.kmask && c.ahead)
     return Support::no(
         "ahead=1 with kmask=1: the keep bits come from the mask, nothing is drawn "
         "ahead (the same kernel as ahead=0)");
   if (c.lead && !c.seesaw) return Support::no("lead=1: only the seesaw has a consumer that leads");
+  // The next pair's softmax writes P while this pair's PVs read it: from registers only, and
+  // its draws already lie under the PVs.
+  if (c.qknext && c.seesaw)
+    return Support::no("qknext=1: lock-step only (seesaw=0); the seesaw overlaps the softmaxes");
+  if (c.qknext && c.psmem)
+    return Support::no("qknext=1 with psmem=1: the next pair's P would overwrite sP under the PVs");
+  if (c.qknext && c.ahead)
+    return Support::no("qknext=1 with ahead=1: the keep bits are drawn under the PVs already");
   if (D % 8 || D < kMinD || D > kMaxD)
     return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
                        ".." + s(kMaxD));
@@ -193,6 +203,12 @@ Support check(const Config& c, int D, int smem_limit) {
     return Support::no("slots=" + s(c.slots) + ": " + (c.lead ? "lead" : "ahead") +
                        "=1 holds consumer 0's " + s(panels0) +
                        " V panels of a block in flight (rings of at least that many slots)");
+  // qknext: a consumer holds all its V panels of a pair and the next pair's last K panel.
+  const int late = 2 * std::max(panels, panels0) + 1;
+  if (c.qknext && c.slots / 2 < late)
+    return Support::no("slots=" + s(c.slots) + ": qknext=1 holds " + s(late - 1) +
+                       " V panels of a pair and a K panel in flight (rings of at least " + s(late) +
+                       " slots)");
   if (c.slots % 2 || c.slots / 2 < std::max(2, panels))
     return Support::no("slots=" + s(c.slots) + ": two rings of at least " + s(std::max(2, panels)) +
                        " slots each at D=" + s(D) + " (an even count)");

@@ -28,6 +28,8 @@ struct Config {
   int ahead = 0;     // 1 (dropout): keep bits drawn a block ahead, under held PV groups
   int kmask = 0;     // 1 (dropout): keep bits drawn by a launch of their own before the forward
                      // into a mask (B Hq Nq Nkv / 8 bytes of workspace) the consumers read
+  int qknext = 0;    // 1 (lock-step): the next pair's QK issued before this pair's PVs, its softmax
+                     // run under them
   int tail = 0;      // 1: the last wave's units split by key range where plan_tail gains (off by
                      // default until measured on the GPU: docs/notes/ffpa_fwd_sm90ws.md step 9)
 
