@@ -659,12 +659,13 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
 #pragma unroll 1
     for (int t = 0; t + 1 < npairs; ++t) {
       const int j = first_block(sunit) + 2 * t + 2 + C;  // this consumer's next key block
-#if FFPA_DROPOUT
-      if (KMASK) keep = mask_word(j);  // read under the QK groups
-#endif
       float s[8][4], g[2];
       qk(t + 1, s);
       pv_pair(t);
+#if FFPA_DROPOUT
+      // Read under the groups (issued before them it made ptxas spill 8 bytes at D = 512).
+      if (KMASK) keep = mask_word(j);
+#endif
       wgmma_wait<2 * NO>();  // the QK groups, committed before the PVs'
       release(ring, seq_k<C>(t + 1, NP - 1), lane);
       softmax_next(j, s, g);

@@ -342,7 +342,7 @@ TEST_CASE("sm90ws: the last wave's query blocks split by key range (tail)", "[gp
 // pair t + 1), no pair (causal rows that see no key), one pair, odd block counts (the last pair's
 // second block masked out), head dims 72..576 (the odd O panel either way; past 512 two CTAs a
 // query block), GQA with B > 1, causal both alignments, every bias shape, dropout drawn in the
-// softmax and from the keep mask, the last wave's pieces, both dtypes.
+// softmax and from the keep mask (D = 320 and 512), the last wave's pieces, both dtypes.
 TEST_CASE("sm90ws: the next pair's QK before the PVs (qknext=1)", "[gpu]") {
   if (!hopper()) return;
   auto cfg = [](int slots, int odd = 0) {
@@ -376,6 +376,12 @@ TEST_CASE("sm90ws: the next pair's QK before the PVs (qknext=1)", "[gpu]") {
   d.causal = Causal::top_left;
   d.bias = BiasKind::key;
   expect_close(d, km);
+  Problem d512 = make(1, 4, 2, 200, 333, 512);  // the dropout row's head dim, both ways
+  d512.dropout = 0.1;
+  km.slots = 18;
+  expect_close(d512, km);
+  km.kmask = 0;
+  expect_close(d512, km);
   fwd90ws::Config tail = cfg(16);
   tail.tail = 1;
   expect_close(make(1, 1, 1, 150, 1000, 320), tail, 8);

@@ -220,7 +220,8 @@ TEST_CASE("sm90ws kmask=1 compiles clean at D 320, 512 and 1024", "[nvrtc]") {
 // "sm90ws: the next pair's QK before the PVs": the next S accumulators in flight beside the PV
 // groups, P loaded from sP each pair, in every head-dim regime the GPU test runs (72..576, the
 // odd O panel either way, two CTAs a query block at 576), causal, every bias dtype and dropout
-// (drawn, or from the mask beside a bias and causal masking) at D = 320, both dtypes.
+// (drawn, or from the mask beside a bias and causal masking) at D = 320, dropout both ways at
+// D = 512, both dtypes.
 TEST_CASE("sm90ws qknext=1 compiles clean at D 72..576", "[nvrtc]") {
   test::FreshCache cache;
   auto cfg = [](int slots, int odd = 0) {
@@ -266,6 +267,13 @@ TEST_CASE("sm90ws qknext=1 compiles clean at D 72..576", "[nvrtc]") {
   compile_clean(km, f);
   f.causal = 2;
   f.bias = 1;
+  compile_clean(km, f);
+  // The dropout row at D = 512: drawn in the softmax, or from the mask.
+  f = fwd::Features{};
+  f.dropout = true;
+  km.slots = 18;
+  compile_clean(km, f);
+  km.kmask = 0;
   compile_clean(km, f);
 }
 
