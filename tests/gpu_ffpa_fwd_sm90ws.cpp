@@ -351,7 +351,7 @@ TEST_CASE("sm90ws: the next pair's QK before the PVs (qknext=1)", "[gpu]") {
     return c;
   };
   for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
-    expect_close(make(1, 2, 2, 64, 64, 128, dt), cfg(6));  // one pair, its second block masked
+    expect_close(make(1, 2, 2, 128, 64, 128, dt), cfg(6));  // one pair, its second block masked
     expect_close(make(2, 4, 2, 333, 517, 512, dt), cfg(18));
     for (int odd : {0, 1}) expect_close(make(2, 8, 2, 130, 1000, 320, dt), cfg(14, odd));
   }
@@ -359,14 +359,20 @@ TEST_CASE("sm90ws: the next pair's QK before the PVs (qknext=1)", "[gpu]") {
     expect_close(make(1, 4, 2, 200, 390, D), cfg(D > 320 ? 18 : 16));
   expect_close(make(1, 2, 2, 200, 390, 576), cfg(14));
   for (Causal c : {Causal::bottom_right, Causal::top_left}) {
-    Problem p = make(1, 4, 2, 400, 300, 320);  // top-left: rows that see no key
+    Problem p = make(1, 4, 2, 400, 300, 320);  // bottom-right: rows that see no key
     p.causal = c;
     expect_close(p, cfg(16));
     Problem q = make(1, 4, 4, 300, 400, 512);
     q.causal = c;
     expect_close(q, cfg(18));
   }
-  for (const Problem& p : bias_problems(320, Dtype::bf16)) expect_close(p, cfg(16));
+  for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full})
+    for (BiasDtype md : {BiasDtype::fp32, BiasDtype::input}) {
+      Problem p = make(2, 4, 2, 90, 140, 320);
+      p.bias = m;
+      p.bias_dtype = md;
+      expect_close(p, cfg(16));
+    }
   Problem d = make(2, 4, 2, 300, 453, 320);
   d.dropout = 0.1;
   expect_close(d, cfg(16));
