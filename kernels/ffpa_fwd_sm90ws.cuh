@@ -28,7 +28,8 @@
 //                 while the PVs are in flight (FA3's intra-warpgroup overlap): the tensor pipe
 //                 no longer idles through both softmaxes. Its ring streams K of block 2t + 2 + C
 //                 before V of blocks 2t and 2t + 1 and holds all of pair t's V panels at once
-//                 (check() refuses smaller rings with the reason)
+//                 (check() refuses smaller rings with the reason); the last K panel is released
+//                 once the first PV group is committed
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DROPOUT as in ffpa_fwd.cuh (no split-KV here): the
 //                 bias is read from global memory in the softmax (any broadcast shape, through its
 //                 strides; a key bias stays in L1), the keep bits are drawn there per element pair
@@ -132,8 +133,8 @@ static_assert(!(AHEAD && KMASK), "the keep bits are drawn ahead or read from the
 // The next pair's softmax writes sP and P while the PVs read the last ones: P from registers,
 // both consumers in lock-step, and its draws lie under the PVs already.
 static_assert(!QKNEXT || (!SEESAW && !PSMEM && !AHEAD), "qknext: lock-step, P from registers");
-// With qknext a consumer holds the last K panel of the next pair and all V panels of a pair.
-static_assert(!QKNEXT || (RC > 2 * NP0 && RC > 2 * NP1), "qknext: rings of 2 NPC + 1 slots");
+// With qknext a consumer holds all its V panels of a pair at once.
+static_assert(!QKNEXT || (RC >= 2 * NP0 && RC >= 2 * NP1), "qknext: rings of 2 NPC slots");
 
 // Named barriers (0 is __syncthreads): consumer 0's P and maximum published (consumer 0 arrives,
 // consumer 1 waits), consumer 1's (the other way round), Q and the row table loaded, the row
@@ -288,8 +289,11 @@ __device__ __forceinline__ void rescale(float (&o)[N][8][4], const float (&f)[2]
 // O += P V_(2t + i) over consumer C's O panels, one wgmma group per V panel; P from registers
 // (a), or with psmem from the tile at sPi. With RETIRE, a panel's slot is released once its
 // group retired (wait<1> after the next commit) and the call returns with every group retired;
-// without, the groups stay in flight and the caller retires and releases them.
-template <int C, bool RETIRE>
+// without, the groups stay in flight and the caller retires and releases them. With KNEXT
+// (qknext): the last QK group of pair t + 1, committed before these, is retired and its slot
+// released once the first of them is committed (the ring then needs no slot for it beside the V
+// panels).
+template <int C, bool RETIRE, bool KNEXT = false>
 __device__ __forceinline__ void pv(float (&o)[NPC<C>][8][4], const u32 (&a)[4][4], u32 sPi,
                                    const Ring& ring, int t, int i, int npairs, int lane) {
 #pragma unroll
@@ -310,6 +314,10 @@ __device__ __forceinline__ void pv(float (&o)[NPC<C>][8][4], const u32 (&a)[4][4
     if (RETIRE && k > 0) {
       wgmma_wait<1>();
       release(ring, seq_v<C>(t, i, k - 1, npairs), lane);
+    }
+    if (KNEXT && k == 0) {
+      wgmma_wait<1>();
+      release(ring, seq_k<C>(t + 1, NP - 1), lane);
     }
   }
   if (RETIRE) {
@@ -622,13 +630,18 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
   // groups that read them retired (in-flight RS operands); loaded afresh each pair, never
   // carried across the loop edge (a copy there made ptxas serialize the wgmmas, C7513). The
   // groups stay in flight.
-  auto pv_pair = [&](int t) {
+  // knext: the last QK group (pair t + 1's), still in flight, retired and its slot released once
+  // the first PV group is committed.
+  auto pv_pair = [&](int t, bool knext) {
     u32 pa[4][4], pb[4][4];
     load_p(opaque(sP), pa);
     load_p(opaque(sP + BR * BC * 2), pb);
     fence_regs(pa);
     fence_regs(pb);
-    pv<C, false>(o, pa, opaque(sP), ring, t, 0, npairs, lane);
+    if (knext)
+      pv<C, false, true>(o, pa, opaque(sP), ring, t, 0, npairs, lane);
+    else
+      pv<C, false>(o, pa, opaque(sP), ring, t, 0, npairs, lane);
     pv<C, false>(o, pb, opaque(sP + BR * BC * 2), ring, t, 1, npairs, lane);
   };
   auto retire_pair = [&](int t) {
@@ -661,19 +674,17 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       const int j = first_block(sunit) + 2 * t + 2 + C;  // this consumer's next key block
       float s[8][4], g[2];
       qk(t + 1, s);
-      pv_pair(t);
+      pv_pair(t, true);  // returns with the QK groups retired
 #if FFPA_DROPOUT
       // Read under the groups (issued before them it made ptxas spill 8 bytes at D = 512).
       if (KMASK) keep = mask_word(j);
 #endif
-      wgmma_wait<2 * NO>();  // the QK groups, committed before the PVs'
-      release(ring, seq_k<C>(t + 1, NP - 1), lane);
       softmax_next(j, s, g);
       retire_pair(t);
       rescale(o, g);
     }
     if (npairs > 0) {
-      pv_pair(npairs - 1);
+      pv_pair(npairs - 1, false);
       retire_pair(npairs - 1);
     }
   }

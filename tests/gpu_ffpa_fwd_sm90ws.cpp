@@ -351,13 +351,12 @@ TEST_CASE("sm90ws: the next pair's QK before the PVs (qknext=1)", "[gpu]") {
     return c;
   };
   for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
-    expect_close(make(1, 2, 2, 128, 64, 128, dt), cfg(6));  // one pair, its second block masked
-    expect_close(make(2, 4, 2, 333, 517, 512, dt), cfg(18));
-    for (int odd : {0, 1}) expect_close(make(2, 8, 2, 130, 1000, 320, dt), cfg(14, odd));
+    expect_close(make(1, 2, 2, 128, 64, 128, dt), cfg(4));    // one pair, its second block masked
+    expect_close(make(2, 4, 2, 333, 517, 512, dt), cfg(16));  // rings of 2 NPC slots
+    for (int odd : {0, 1}) expect_close(make(2, 8, 2, 130, 1000, 320, dt), cfg(12, odd));
   }
-  for (int D : {72, 136, 384, 448})
-    expect_close(make(1, 4, 2, 200, 390, D), cfg(D > 320 ? 18 : 16));
-  expect_close(make(1, 2, 2, 200, 390, 576), cfg(14));
+  for (int D : {72, 136, 384, 448}) expect_close(make(1, 4, 2, 200, 390, D), cfg(18));
+  expect_close(make(1, 2, 2, 200, 390, 576), cfg(12));
   for (Causal c : {Causal::bottom_right, Causal::top_left}) {
     Problem p = make(1, 4, 2, 400, 300, 320);  // bottom-right: rows that see no key
     p.causal = c;
@@ -445,7 +444,7 @@ TEST_CASE("sm90ws forward timings", "[.][bench]") {
         for (int odd = 0; odd <= (D == 320 ? 1 : 0); ++odd)
           for (int lead : {0, 1}) bench("lead", self, fwd90ws::Config{16, 1, 0, 1, odd, lead});
     if (D <= 512) {  // alternated, twice: seesaw, lock-step, lock-step with the next QK first
-      fwd90ws::Config next{D > 384 ? 18 : 16, 1, 0, 0};
+      fwd90ws::Config next{16, 1, 0, 0};
       next.qknext = 1;
       for (int rep = 0; rep < 2; ++rep) {
         for (int seesaw : {1, 0}) bench("qknext", self, fwd90ws::Config{16, 1, 0, seesaw});

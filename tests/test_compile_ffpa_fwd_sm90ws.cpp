@@ -233,24 +233,24 @@ TEST_CASE("sm90ws qknext=1 compiles clean at D 72..576", "[nvrtc]") {
     fwd::Features f;
     f.bf16 = bf16;
     f.D = 128;
-    compile_clean(cfg(6), f);
+    compile_clean(cfg(4), f);
     f.D = 512;
-    compile_clean(cfg(18), f);
+    compile_clean(cfg(16), f);
     f.D = 320;
-    for (int odd : {0, 1}) compile_clean(cfg(14, odd), f);
+    for (int odd : {0, 1}) compile_clean(cfg(12, odd), f);
   }
   fwd::Features f;
   for (int D : {72, 136, 384, 448}) {
     f.D = D;
-    compile_clean(cfg(D > 320 ? 18 : 16), f);
+    compile_clean(cfg(16), f);
   }
   f.D = 576;
-  compile_clean(cfg(14), f);
+  compile_clean(cfg(12), f);
   for (int causal : {1, 2}) {
     f.causal = causal;
     for (int D : {320, 512}) {
       f.D = D;
-      compile_clean(cfg(D == 512 ? 18 : 16), f);
+      compile_clean(cfg(16), f);
     }
   }
   f = fwd::Features{};
@@ -271,7 +271,7 @@ TEST_CASE("sm90ws qknext=1 compiles clean at D 72..576", "[nvrtc]") {
   // The dropout row at D = 512: drawn in the softmax, or from the mask.
   f = fwd::Features{};
   f.dropout = true;
-  km.slots = 18;
+  km.slots = 16;
   compile_clean(km, f);
   km.kmask = 0;
   compile_clean(km, f);
@@ -377,13 +377,14 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
   CHECK_THAT(v->supports(p512, fwd90ws::Config{16, 1, 0, 1, 2}.knobs(), h200).reason,
              Catch::Contains("oddpanel is 0 or 1"));
   // The next pair's QK first: lock-step, P from registers, nothing drawn ahead; a consumer's ring
-  // holds its V panels of a pair and a K panel (7 slots at D = 320, 9 at 512).
-  fwd90ws::Config next{14, 1, 0, 0};
+  // holds its V panels of a pair (6 slots at D = 320, 8 at 512).
+  fwd90ws::Config next{12, 1, 0, 0};
   next.qknext = 1;
   CHECK(v->supports(compile_problem(320), next.knobs(), h200).ok());
+  next.slots = 14;
   CHECK_THAT(v->supports(p512, next.knobs(), h200).reason,
-             Catch::Contains("qknext=1 holds 8 V panels of a pair and a K panel"));
-  next.slots = 18;
+             Catch::Contains("qknext=1 holds 8 V panels of a pair"));
+  next.slots = 16;
   CHECK(v->supports(p512, next.knobs(), h200).ok());
   next.seesaw = 1;
   CHECK_THAT(v->supports(p512, next.knobs(), h200).reason, Catch::Contains("lock-step only"));

@@ -141,8 +141,8 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
              qknext=False):
     RC = R // 2
     own = own_panels(NPO, odd)
-    if qknext and (seesaw or ahead or RC <= 2 * max(own)):
-        return False  # lock-step only, nothing drawn ahead, a pair's V panels and a K panel held
+    if qknext and (seesaw or ahead or RC < 2 * max(own)):
+        return False  # lock-step only, nothing drawn ahead, a pair's V panels held at once
     if lead and (not seesaw or RC < own[0]):
         return False  # consumer 0 leads only in the seesaw, holding its V panels: refused
     if RC < own[1]:
@@ -279,12 +279,18 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
             publish(cta, c, t)
             yield from x["bar"][1].sync()
 
-        def pv_pair(t):  # qknext: both P tiles into registers, both PVs' groups in flight
+        def pv_pair(t, kseq=None):
+            """qknext: both P tiles into registers, both PVs' groups in flight; kseq: the last
+            QK group's slot, released once the first PV group is committed."""
             take(cta, c, t)
             x["p_held"][1 - c] = False  # read into registers: sP is free at once
             yield True
             for i in range(2):
-                yield from group(cta, c, panels_v(t, i), retire=False)
+                for k, (seq, tag) in enumerate(panels_v(t, i)):
+                    yield from read(cta, c, seq, tag)
+                    if kseq is not None and i == 0 and k == 0:  # wait<1>: the QK groups retired
+                        release(cta, c, kseq)
+                        yield True
 
         def retire_pair(t):
             for i in range(2):
@@ -298,9 +304,7 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
                 yield from softmax_next(0)
             for t in range(npairs - 1):
                 yield from group(cta, c, k_panels(t + 1), keep_last=True)
-                yield from pv_pair(t)
-                release(cta, c, k_panels(t + 1)[-1][0])  # wait<2 NPC>: the QK groups retired
-                yield True
+                yield from pv_pair(t, k_panels(t + 1)[-1][0])
                 yield from softmax_next(t + 1)
                 yield from retire_pair(t)
             if npairs:

@@ -203,12 +203,11 @@ Support check(const Config& c, int D, int smem_limit) {
     return Support::no("slots=" + s(c.slots) + ": " + (c.lead ? "lead" : "ahead") +
                        "=1 holds consumer 0's " + s(panels0) +
                        " V panels of a block in flight (rings of at least that many slots)");
-  // qknext: a consumer holds all its V panels of a pair and the next pair's last K panel.
-  const int late = 2 * std::max(panels, panels0) + 1;
+  // qknext: a consumer holds all its V panels of a pair at once.
+  const int late = 2 * std::max(panels, panels0);
   if (c.qknext && c.slots / 2 < late)
-    return Support::no("slots=" + s(c.slots) + ": qknext=1 holds " + s(late - 1) +
-                       " V panels of a pair and a K panel in flight (rings of at least " + s(late) +
-                       " slots)");
+    return Support::no("slots=" + s(c.slots) + ": qknext=1 holds " + s(late) +
+                       " V panels of a pair in flight (rings of at least that many slots)");
   if (c.slots % 2 || c.slots / 2 < std::max(2, panels))
     return Support::no("slots=" + s(c.slots) + ": two rings of at least " + s(std::max(2, panels)) +
                        " slots each at D=" + s(D) + " (an even count)");
