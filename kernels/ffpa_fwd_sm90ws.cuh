@@ -688,6 +688,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       retire_pair(npairs - 1);
     }
   }
+  // Without qknext: each pair's QK, softmax and PVs in turn.
   for (int t = 0; !QKNEXT && t < npairs; ++t) {
     const int j = first_block(sunit) + 2 * t + C;  // this consumer's key block
 #if FFPA_DROPOUT

@@ -387,10 +387,9 @@ def main():
         for R in (4, 6, 8, 12, 16, 18):
             for npairs in (0, 1, 2, 3, 5):
                 for CL in (1, 2):
-                    # the seesaw twice: without and with dropout (keep bits drawn ahead)
                     # the seesaw: without and with dropout (keep bits drawn ahead), with
-                    # consumer 0 leading (both); lock-step
-                    # lock-step: plain, drawing ahead, the next pair's QK first
+                    # consumer 0 leading (both); lock-step: plain, drawing ahead, the next
+                    # pair's QK first
                     for seesaw, ahead, lead, qk in ((True, False, False, False),
                                                     (True, True, False, False),
                                                     (True, False, True, False),

@@ -204,9 +204,9 @@ Support check(const Config& c, int D, int smem_limit) {
                        "=1 holds consumer 0's " + s(panels0) +
                        " V panels of a block in flight (rings of at least that many slots)");
   // qknext: a consumer holds all its V panels of a pair at once.
-  const int late = 2 * std::max(panels, panels0);
-  if (c.qknext && c.slots / 2 < late)
-    return Support::no("slots=" + s(c.slots) + ": qknext=1 holds " + s(late) +
+  const int held = 2 * std::max(panels, panels0);
+  if (c.qknext && c.slots / 2 < held)
+    return Support::no("slots=" + s(c.slots) + ": qknext=1 holds " + s(held) +
                        " V panels of a pair in flight (rings of at least that many slots)");
   if (c.slots % 2 || c.slots / 2 < std::max(2, panels))
     return Support::no("slots=" + s(c.slots) + ": two rings of at least " + s(std::max(2, panels)) +
