@@ -47,6 +47,8 @@ void require_same(const Measurement& a, const Measurement& b) {
     REQUIRE(a.trials[i].config == b.trials[i].config);
     REQUIRE(a.trials[i].median_ms == b.trials[i].median_ms);
     REQUIRE(a.trials[i].reason == b.trials[i].reason);
+    REQUIRE(a.trials[i].sm_clock_mhz == b.trials[i].sm_clock_mhz);
+    REQUIRE(a.trials[i].final_ms == b.trials[i].final_ms);
   }
   require_same(a.timing, b.timing);
   REQUIRE(a.tflops == b.tflops);
@@ -396,15 +398,34 @@ TEST_CASE("a search's trials survive JSON and are summed up in the details", "[j
   Measurement& f = *res.rows[0].ffpa;
   f.config = {{"Bc", 64}, {"stages", 4}};
   f.config_source = "tuned";
-  f.trials = {{{{"Bc", 64}, {"stages", 4}}, 0.50, ""},
+  f.trials = {{{{"Bc", 64}, {"stages", 4}}, 0.50, "", 1980},
               {{{"Bc", 128}, {"stages", 4}}, 0, "ptxas spills 24 bytes"},
-              {{{"Bc", 64}, {"stages", 2}}, 0.55, ""}};
+              {{{"Bc", 64}, {"stages", 2}}, 0.55, "", 1750}};
   const std::string text = to_json(res).dump(2);
   const Results back = results_from_json(nlohmann::json::parse(text), "mem.json");
   require_same(res, back);
   CHECK_THAT(
       render_markdown(back, BaselineMode::best),
       Catch::Contains("Bc=64,stages=4 (tuned) [3 tried: 2 timed, 1 refused; runner-up +10.0%]"));
+
+  // With finals, their means decide the runner-up's margin, not the first pass.
+  f.trials[0].final_ms = 0.54;
+  f.trials[2].final_ms = 0.52;
+  const Results finals = results_from_json(to_json(res), "finals.json");
+  require_same(res, finals);
+  CHECK_THAT(render_markdown(finals, BaselineMode::best),
+             Catch::Contains("[3 tried: 2 timed, 1 refused; finals of 2; runner-up +3.8%]"));
+
+  // Files written before the finals have trials without a clock or a final time.
+  nlohmann::json before = to_json(res);
+  for (auto& tr : before["rows"][0]["ffpa"]["trials"]) {
+    tr.erase("sm_clock_mhz");
+    tr.erase("final_ms");
+  }
+  const Results older = results_from_json(before, "older.json");
+  CHECK(older.rows[0].ffpa->trials[0].median_ms == 0.50);
+  CHECK(older.rows[0].ffpa->trials[0].final_ms == 0);
+  CHECK(older.rows[0].ffpa->trials[2].sm_clock_mhz == 0);
 
   // Files written before searches were recorded have no "trials".
   nlohmann::json old = to_json(test::sample_results());

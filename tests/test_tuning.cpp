@@ -1,9 +1,11 @@
-// Tuning grids (format, validation, enumeration) and the tuning cache (keys, invalidation, files).
+// Tuning grids (format, validation, enumeration), the search's finals and the tuning cache (keys,
+// invalidation, files).
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +19,7 @@
 #include "gpu/nvrtc.hpp"
 #include "support.hpp"
 #include "tuning/cache.hpp"
+#include "tuning/finals.hpp"
 #include "tuning/grid.hpp"
 
 using namespace ffpa;
@@ -595,4 +598,36 @@ TEST_CASE("cache: merging caches keeps the fastest entry per key", "[tuning][mer
   // A target with a malformed entry is refused, not replaced: merging would drop it.
   test::write_file(bad, before.substr(0, before.find("\"ms\"")) + "\"ms\": -1}]}");
   CHECK(test::thrown([&] { TuningCache::merge_files(bad, {a}); }).where() == bad);
+}
+
+TEST_CASE("finals: who qualifies, in which order they run, who wins", "[tuning]") {
+  // Untimed trials (0) never qualify; ties keep the first pass's order.
+  CHECK(finalists({0.5, 0, 0.4, 0.6, 0.4}, 3) == std::vector<size_t>{2, 4, 0});
+  CHECK(finalists({0.5, 0.7}, 3) == std::vector<size_t>{0, 1});
+  CHECK(finalists({0, 0}, 3).empty());
+  CHECK(final_order(3, 2) == std::vector<size_t>{0, 1, 2, 2, 1, 0});
+  CHECK(final_order(2, 3) == std::vector<size_t>{0, 1, 1, 0, 0, 1});
+  CHECK(final_order(1, 2).empty());
+  CHECK(final_winner({{5.0, 5.2}, {5.1, 5.0}, {5.2, 5.3}}) == 1);
+  CHECK(final_winner({{5.0, 5.0}, {5.0, 5.0}}) == 0);
+  // One that failed in the finals has no times and loses.
+  CHECK(final_winner({{}, {6.0, 6.1}}) == 1);
+}
+
+TEST_CASE("finals: a clock that drops during the search does not crown the first trial",
+          "[tuning]") {
+  // A GPU that comes to the row cool runs the first trial at a high clock, then holds at its power
+  // limit (the H200 of 2026-12-07 ran a row's first trial 12-14 % faster than a second later).
+  auto slowdown = [](int step) { return step == 0 ? 1.0 : 1.12; };
+  const std::vector<double> kernel_ms = {5.0, 4.8, 4.9, 5.3};  // the second is the fastest
+  std::vector<double> first;
+  int step = 0;
+  for (double ms : kernel_ms) first.push_back(ms * slowdown(step++));
+  REQUIRE(std::min_element(first.begin(), first.end()) == first.begin());  // the trap
+  const std::vector<size_t> entrants = finalists(first, kFinalists);
+  REQUIRE(entrants.size() == 3);
+  std::vector<std::vector<double>> rounds(entrants.size());
+  for (size_t e : final_order(entrants.size(), kFinalRounds))
+    rounds[e].push_back(kernel_ms[entrants[e]] * slowdown(step++));
+  CHECK(entrants[final_winner(rounds)] == 1);
 }

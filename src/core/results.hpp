@@ -44,8 +44,10 @@ std::optional<Status> parse_status(const std::string&);
 // row's final one), or why it did not run.
 struct Trial {
   Knobs config;
-  double median_ms = 0;  // 0 when it did not run
+  double median_ms = 0;  // the first pass's time; 0 when it did not run
   std::string reason;    // why it did not run (refused, did not compile, failed); empty when timed
+  double sm_clock_mhz = 0;  // the first pass's mean SM clock (0 if not read)
+  double final_ms = 0;  // the mean of its times in the finals (tuning/finals.hpp); 0 if not in them
 };
 
 // One implementation measured on one row: an FFPA variant or a baseline.

@@ -168,17 +168,23 @@ std::string noise_text(const TimingStats& t) {
   return s;
 }
 
-// How the search went: what it timed, what refused, and how close the runner-up came (a small
-// margin means another configuration is as good).
+// How the search went: what it timed, what refused, and how close the runner-up came in the
+// finals (tuning/finals.hpp), or in the first pass when there were none (a small margin means
+// another configuration is as good).
 std::string search_text(const std::vector<Trial>& trials) {
-  std::vector<double> ms;
-  for (const Trial& t : trials)
+  std::vector<double> ms, finals;
+  for (const Trial& t : trials) {
     if (t.reason.empty()) ms.push_back(t.median_ms);
-  std::sort(ms.begin(), ms.end());
+    if (t.reason.empty() && t.final_ms > 0) finals.push_back(t.final_ms);
+  }
   std::string s = fmt::format("[{} tried: {} timed", trials.size(), ms.size());
   if (ms.size() < trials.size()) s += fmt::format(", {} refused", trials.size() - ms.size());
-  if (ms.size() >= 2 && ms[0] > 0)
-    s += fmt::format("; runner-up +{:.1f}%", 100 * (ms[1] / ms[0] - 1));
+  const bool final = finals.size() >= 2;
+  std::vector<double>& lead = final ? finals : ms;
+  std::sort(lead.begin(), lead.end());
+  if (final) s += fmt::format("; finals of {}", finals.size());
+  if (lead.size() >= 2 && lead[0] > 0)
+    s += fmt::format("; runner-up +{:.1f}%", 100 * (lead[1] / lead[0] - 1));
   return s + "]";
 }
 

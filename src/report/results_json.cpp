@@ -45,7 +45,11 @@ json to_json(const TensorCheck& c) {
 }
 
 json to_json(const Trial& t) {
-  return {{"config", to_json(t.config)}, {"median_ms", num(t.median_ms)}, {"reason", t.reason}};
+  return {{"config", to_json(t.config)},
+          {"median_ms", num(t.median_ms)},
+          {"reason", t.reason},
+          {"sm_clock_mhz", num(t.sm_clock_mhz)},
+          {"final_ms", num(t.final_ms)}};
 }
 
 json to_json(const Measurement& m) {
@@ -270,8 +274,12 @@ Measurement measurement_from(const Reader& r) {
     const json& trials = r.array("trials");
     for (size_t i = 0; i < trials.size(); ++i) {
       const Reader t(trials[i], r.path("trials/" + std::to_string(i)), r.file());
-      t.only({"config", "median_ms", "reason"});
-      m.trials.push_back({knobs_from(t, "config"), t.dbl("median_ms"), t.str("reason")});
+      t.only({"config", "median_ms", "reason", "sm_clock_mhz", "final_ms"});
+      Trial tr{knobs_from(t, "config"), t.dbl("median_ms"), t.str("reason")};
+      // Absent in files written before the finals (2026-12-07).
+      if (t.has("sm_clock_mhz")) tr.sm_clock_mhz = t.dbl("sm_clock_mhz");
+      if (t.has("final_ms")) tr.final_ms = t.dbl("final_ms");
+      m.trials.push_back(tr);
     }
   }
   m.timing = timing_from(r.object("timing"));

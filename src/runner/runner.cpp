@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <numeric>
+#include <optional>
 #include <thread>
 
 #include "core/build_info.hpp"
@@ -23,6 +25,7 @@
 #include "tensors/tensors.hpp"
 #include "timing/timer.hpp"
 #include "tuning/cache.hpp"
+#include "tuning/finals.hpp"
 #include "tuning/grid.hpp"
 #include "tuning/mode.hpp"
 
@@ -249,12 +252,24 @@ class Executor {
     std::string first_reject;
     std::unique_ptr<Op> best_op;
     Knobs best_knobs;
-    double best_ms = std::numeric_limits<double>::infinity();
     const bool search = candidates.size() > 1;
     auto reject = [&](const Knobs& k, const std::string& why) {
       log(1, v.name() + " [" + to_string(k) + "] " + why);
       if (first_reject.empty()) first_reject = to_string(k) + ": " + why;
       if (search) m.trials.push_back({k, 0, why});
+    };
+    // Binds k, or says in `why` why it cannot run (nullptr); a sticky CUDA error ends the row.
+    auto bind = [&](const Knobs& k, std::string& why) -> std::unique_ptr<Op> {
+      try {
+        return v.bind(p, k, t, dev_);
+      } catch (const Unsupported& e) {
+        why = e.what();
+      } catch (const RunError& e) {
+        if (auto err = sticky_error(); !err.empty())
+          throw RunError(v.name() + " [" + to_string(k) + "]: " + e.what());
+        why = std::string("failed: ") + e.what();
+      }
+      return nullptr;
     };
     for (const Knobs& k : candidates) {
       check_interrupted();  // abandons the row; what earlier searches stored is on disk
@@ -263,27 +278,26 @@ class Executor {
         continue;
       }
       const gpu::Range config_range(v.name() + " [" + to_string(k) + "]");
-      try {
-        auto op = v.bind(p, k, t, dev_);
-        if (!search) {
-          best_op = std::move(op);
-          best_knobs = k;
-          break;
-        }
-        const TimingStats st = tune_timer_.measure([&](cudaStream_t s) { op->launch(s); });
-        log(1, v.name() + " [" + to_string(k) + "] " + std::to_string(st.median_ms) + " ms");
-        m.trials.push_back({k, st.median_ms, ""});
-        if (st.median_ms < best_ms) {
-          best_ms = st.median_ms;
-          best_op = std::move(op);
-          best_knobs = k;
-        }
-      } catch (const Unsupported& e) {
-        reject(k, e.what());
-      } catch (const RunError& e) {
-        if (auto err = sticky_error(); !err.empty())
-          throw RunError(v.name() + " [" + to_string(k) + "]: " + e.what());
-        reject(k, std::string("failed: ") + e.what());
+      std::string why;
+      auto op = bind(k, why);
+      if (!op) {
+        reject(k, why);
+        continue;
+      }
+      if (!search) {
+        best_op = std::move(op);
+        best_knobs = k;
+        break;
+      }
+      const TimingStats st = time_trial(*op, v, k, "");
+      m.trials.push_back({k, st.median_ms, "", st.sm_clock_mhz});
+    }
+    if (search) {
+      if (auto winner = run_finals(v, m.trials, bind)) {
+        best_knobs = m.trials[*winner].config;
+        std::string why;
+        best_op = bind(best_knobs, why);
+        if (!best_op) first_reject = to_string(best_knobs) + ": " + why;
       }
     }
     if (!best_op) {
@@ -311,6 +325,51 @@ class Executor {
       }
     }
     return m;
+  }
+
+  TimingStats time_trial(Op& op, const Variant& v, const Knobs& k, const std::string& stage) {
+    const TimingStats st = tune_timer_.measure([&](cudaStream_t s) { op.launch(s); });
+    log(1, v.name() + " [" + to_string(k) + "] " + stage + std::to_string(st.median_ms) + " ms");
+    return st;
+  }
+
+  // The search's finals (tuning/finals.hpp): the fastest trials of the first pass timed again in
+  // alternation, each bound for its turn (one op's memory at a time). Returns the winner's index
+  // in `trials`, none if nothing was timed. A finalist that cannot run now loses its trial.
+  template <typename Bind>
+  std::optional<size_t> run_finals(const Variant& v, std::vector<Trial>& trials, Bind&& bind) {
+    std::vector<double> first;
+    for (const Trial& tr : trials) first.push_back(tr.reason.empty() ? tr.median_ms : 0);
+    const std::vector<size_t> entrants = finalists(first, kFinalists);
+    if (entrants.empty()) return std::nullopt;
+    std::vector<std::vector<double>> rounds(entrants.size());
+    std::vector<bool> out(entrants.size(), false);
+    for (size_t e : final_order(entrants.size(), kFinalRounds)) {
+      if (out[e]) continue;
+      check_interrupted();
+      Trial& tr = trials[entrants[e]];
+      const gpu::Range range(v.name() + " [" + to_string(tr.config) + "] final");
+      std::string why;
+      auto op = bind(tr.config, why);
+      if (!op) {
+        log(1, v.name() + " [" + to_string(tr.config) + "] " + why);
+        tr.reason = "failed in the finals: " + why;
+        tr.median_ms = 0;
+        out[e] = true;
+        rounds[e].clear();
+        continue;
+      }
+      rounds[e].push_back(time_trial(*op, v, tr.config, "final: ").median_ms);
+    }
+    for (size_t e = 0; e < entrants.size(); ++e) {
+      Trial& tr = trials[entrants[e]];
+      if (!out[e] && entrants.size() > 1)
+        tr.final_ms = std::accumulate(rounds[e].begin(), rounds[e].end(), 0.0) / rounds[e].size();
+    }
+    if (entrants.size() == 1) return entrants[0];
+    const size_t w = final_winner(rounds);
+    if (out[w]) return std::nullopt;
+    return entrants[w];
   }
 
   Measurement run_baseline(Baseline& b, const PlanItem& item, AttnTensors& t,
