@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -258,10 +259,12 @@ class Executor {
       if (first_reject.empty()) first_reject = to_string(k) + ": " + why;
       if (search) m.trials.push_back({k, 0, why});
     };
-    // Binds k, or says in `why` why it cannot run (nullptr); a sticky CUDA error ends the row.
-    auto bind = [&](const Knobs& k, std::string& why) -> std::unique_ptr<Op> {
+    // Runs f, a bind or a timing of k: false with `why` when k is refused or fails; a sticky CUDA
+    // error ends the row.
+    auto attempt = [&](const Knobs& k, std::string& why, const std::function<void()>& f) {
       try {
-        return v.bind(p, k, t, dev_);
+        f();
+        return true;
       } catch (const Unsupported& e) {
         why = e.what();
       } catch (const RunError& e) {
@@ -269,7 +272,24 @@ class Executor {
           throw RunError(v.name() + " [" + to_string(k) + "]: " + e.what());
         why = std::string("failed: ") + e.what();
       }
-      return nullptr;
+      return false;
+    };
+    auto bind = [&](const Knobs& k, std::string& why) {
+      std::unique_ptr<Op> op;
+      attempt(k, why, [&] { op = v.bind(p, k, t, dev_); });
+      return op;
+    };
+    // k bound and timed by the search's timer: its statistics, or nullopt with `why`.
+    auto time = [&](const Knobs& k, const std::string& stage,
+                    std::string& why) -> std::optional<TimingStats> {
+      auto op = bind(k, why);
+      TimingStats st;
+      if (!op || !attempt(k, why, [&] {
+            st = tune_timer_.measure([&](cudaStream_t s) { op->launch(s); });
+          }))
+        return std::nullopt;
+      log(1, v.name() + " [" + to_string(k) + "] " + stage + std::to_string(st.median_ms) + " ms");
+      return st;
     };
     for (const Knobs& k : candidates) {
       check_interrupted();  // abandons the row; what earlier searches stored is on disk
@@ -279,21 +299,19 @@ class Executor {
       }
       const gpu::Range config_range(v.name() + " [" + to_string(k) + "]");
       std::string why;
-      auto op = bind(k, why);
-      if (!op) {
-        reject(k, why);
-        continue;
-      }
       if (!search) {
-        best_op = std::move(op);
+        best_op = bind(k, why);
+        if (!best_op) reject(k, why);
         best_knobs = k;
         break;
       }
-      const TimingStats st = time_trial(*op, v, k, "");
-      m.trials.push_back({k, st.median_ms, "", st.sm_clock_mhz});
+      if (auto st = time(k, "", why))
+        m.trials.push_back({k, st->median_ms, "", st->sm_clock_mhz});
+      else
+        reject(k, why);
     }
     if (search) {
-      if (auto winner = run_finals(v, m.trials, bind)) {
+      if (auto winner = run_finals(v, m.trials, time)) {
         best_knobs = m.trials[*winner].config;
         std::string why;
         best_op = bind(best_knobs, why);
@@ -327,21 +345,18 @@ class Executor {
     return m;
   }
 
-  TimingStats time_trial(Op& op, const Variant& v, const Knobs& k, const std::string& stage) {
-    const TimingStats st = tune_timer_.measure([&](cudaStream_t s) { op.launch(s); });
-    log(1, v.name() + " [" + to_string(k) + "] " + stage + std::to_string(st.median_ms) + " ms");
-    return st;
-  }
-
   // The search's finals (tuning/finals.hpp): the fastest trials of the first pass timed again in
   // alternation, each bound for its turn (one op's memory at a time). Returns the winner's index
-  // in `trials`, none if nothing was timed. A finalist that cannot run now loses its trial.
-  template <typename Bind>
-  std::optional<size_t> run_finals(const Variant& v, std::vector<Trial>& trials, Bind&& bind) {
+  // in `trials`, none if nothing was timed. A finalist that fails now loses its trial.
+  using TimeFn =
+      std::function<std::optional<TimingStats>(const Knobs&, const std::string&, std::string&)>;
+  std::optional<size_t> run_finals(const Variant& v, std::vector<Trial>& trials,
+                                   const TimeFn& time) {
     std::vector<double> first;
     for (const Trial& tr : trials) first.push_back(tr.reason.empty() ? tr.median_ms : 0);
     const std::vector<size_t> entrants = finalists(first, kFinalists);
     if (entrants.empty()) return std::nullopt;
+    if (entrants.size() == 1) return entrants[0];
     std::vector<std::vector<double>> rounds(entrants.size());
     std::vector<bool> out(entrants.size(), false);
     for (size_t e : final_order(entrants.size(), kFinalRounds)) {
@@ -350,23 +365,20 @@ class Executor {
       Trial& tr = trials[entrants[e]];
       const gpu::Range range(v.name() + " [" + to_string(tr.config) + "] final");
       std::string why;
-      auto op = bind(tr.config, why);
-      if (!op) {
-        log(1, v.name() + " [" + to_string(tr.config) + "] " + why);
-        tr.reason = "failed in the finals: " + why;
-        tr.median_ms = 0;
-        out[e] = true;
-        rounds[e].clear();
+      if (auto st = time(tr.config, "final: ", why)) {
+        rounds[e].push_back(st->median_ms);
         continue;
       }
-      rounds[e].push_back(time_trial(*op, v, tr.config, "final: ").median_ms);
+      log(1, v.name() + " [" + to_string(tr.config) + "] " + why);
+      tr.reason = "failed in the finals: " + why;
+      tr.median_ms = 0;
+      out[e] = true;
+      rounds[e].clear();
     }
-    for (size_t e = 0; e < entrants.size(); ++e) {
-      Trial& tr = trials[entrants[e]];
-      if (!out[e] && entrants.size() > 1)
-        tr.final_ms = std::accumulate(rounds[e].begin(), rounds[e].end(), 0.0) / rounds[e].size();
-    }
-    if (entrants.size() == 1) return entrants[0];
+    for (size_t e = 0; e < entrants.size(); ++e)
+      if (!out[e])
+        trials[entrants[e]].final_ms =
+            std::accumulate(rounds[e].begin(), rounds[e].end(), 0.0) / rounds[e].size();
     const size_t w = final_winner(rounds);
     if (out[w]) return std::nullopt;
     return entrants[w];
