@@ -40,6 +40,7 @@
 //                 ffpa_fwd_sm90ws_keep_kernel draws before the forward (a word a thread and key
 //                 block, loaded a pair ahead): the Philox rounds run in a launch of their own on
 //                 every scheduler instead of in the consumers' softmax, beside nothing
+//   FFPA_ROWS     1 (D <= 320, lock-step knobs only): the rows mode below
 //
 // A CTA holds 64 query rows (of the packed group * Nq rows of one kv head) and walks the keys in
 // pairs of 64-key blocks. Consumer c (0 or 1) owns block 2t + c of pair t:
@@ -69,6 +70,16 @@
 // nothing. No wgmma group is in flight across a loop edge (that makes ptxas serialize every
 // wgmma, C7514/C7515). tools/ffpa_fwd_sm90ws_sim.py checks the ring order and the barrier
 // protocol.
+//
+// The rows mode (FFPA_ROWS, D <= 320, where 64 rows of the whole O fit a consumer's registers):
+// a CTA holds 128 query rows, consumer c the rows [64 c, 64 c + 64) and all of O's columns. Both
+// consumers walk the same key blocks, one at a time (QK, softmax, PV with P from registers), and
+// read every panel of one ring that a single producer thread fills (K panels of a block, then its
+// V panels; a slot is free once all 8 consumer warps released it). Nothing passes between the
+// consumers: no maxima or P tiles exchanged, no named barrier in the key loop, so one's softmax
+// runs while the other's wgmmas do. Each K/V panel loaded serves 128 rows (64 in the column
+// split), and no P tile goes through shared memory: ~27 % less shared-memory traffic per FLOP at
+// D = 320 (docs/notes/ffpa_fwd_sm90ws.md step 13).
 #pragma once
 
 #include "ffpa_fwd_sm90ws_layout.h"
@@ -80,10 +91,12 @@ namespace ffpa_fwd90ws {
 using namespace ffpa_dev;
 
 constexpr int D = FFPA_D;
-constexpr int BR = ffpa_layout::FwdSm90ws::kRows;
+constexpr bool ROWS = FFPA_ROWS;
+constexpr int WR = ffpa_layout::FwdSm90ws::kRows;  // query rows of a consumer
+constexpr int BR = ffpa_layout::fwd_sm90ws_cta_rows(ROWS);
 constexpr int BC = ffpa_layout::FwdSm90ws::kKeys;
 constexpr int R = FFPA_SLOTS;
-constexpr int RC = R / 2;  // slots of each consumer's ring
+constexpr int RC = ROWS ? R : R / 2;  // slots of each consumer's ring (rows mode: the one ring)
 constexpr int CL = FFPA_CLUSTER;
 constexpr bool PSMEM = FFPA_PSMEM;
 constexpr bool SEESAW = FFPA_SEESAW;
@@ -96,14 +109,15 @@ constexpr bool QKNEXT = FFPA_QKNEXT;
 constexpr int DP = (D + 63) / 64 * 64;  // zero-filled past D (TMA and the Q load)
 constexpr int NP = DP / 64;             // 64-column panels of Q and K
 constexpr int SPLIT = FFPA_SPLIT;
-constexpr int NPO = (NP + SPLIT - 1) / SPLIT;       // O (and V) panels of a CTA; the last CTA's may
-                                                    // lie past D: TMA zero-fills them, unstored
-constexpr int NP0 = (NPO + 1 - FFPA_ODDPANEL) / 2;  // O panels of consumer 0
-constexpr int NP1 = NPO - NP0;                      // of consumer 1
+constexpr int NPO = (NP + SPLIT - 1) / SPLIT;  // O (and V) panels of a CTA; the last CTA's may
+                                               // lie past D: TMA zero-fills them, unstored
+// O panels of consumer 0 and of consumer 1 (rows mode: all of them, each for its own rows)
+constexpr int NP0 = ROWS ? NPO : (NPO + 1 - FFPA_ODDPANEL) / 2;
+constexpr int NP1 = ROWS ? NPO : NPO - NP0;
 constexpr int PANEL = ffpa_layout::FwdSm90ws::kPanel;  // one ring slot
-constexpr int Q_PANEL = ffpa_layout::FwdSm90ws::kQPanel;
+constexpr int Q_PANEL = BR * 128;                      // a 64-column panel of Q
 constexpr int NT = 384;
-constexpr ffpa_layout::FwdSm90ws LAYOUT = ffpa_layout::fwd_sm90ws_layout(DP, R);  // offsets
+constexpr ffpa_layout::FwdSm90ws LAYOUT = ffpa_layout::fwd_sm90ws_layout(DP, R, ROWS);
 constexpr int OFF_RING = LAYOUT.ring;
 constexpr int OFF_P = LAYOUT.p;
 constexpr int OFF_STATS = LAYOUT.stats;
@@ -119,11 +133,15 @@ constexpr float LN2 = 0.6931471805599453f;
 constexpr float RESCALE_SLACK = 8.f;
 
 static_assert(D % 8 == 0 && D > 64 && D <= 1024, "D: a multiple of 8 in 72..1024");
-static_assert(NP0 <= 4 && NP1 <= 4, "O of a consumer: at most 4 panels (128 registers)");
+static_assert(ROWS ? NPO <= 5 && SPLIT == 1 : NP0 <= 4 && NP1 <= 4,
+              "O of a consumer: at most 4 panels (128 registers), 5 in the rows mode (D <= 320)");
+// The rows mode's consumers do not exchange maxima or P: lock-step knobs only, one CTA.
+static_assert(!ROWS || (!SEESAW && !PSMEM && !QKNEXT && !AHEAD && CL == 1 && FFPA_ODDPANEL == 0),
+              "rows: no seesaw, psmem, qknext, ahead, cluster or oddpanel");
 static_assert(FFPA_ODDPANEL == 0 || FFPA_ODDPANEL == 1, "the odd O panel goes to consumer 0 or 1");
 static_assert(SPLIT == 1 || CL == 1, "the CTAs of a split read different V panels");
 static_assert(CL == 1 || CL == 2, "cluster of 1 or 2 CTAs");
-static_assert(R % 2 == 0 && RC >= 2, "two rings of at least two slots");
+static_assert(R % 2 == 0 && RC >= 2, "two rings of at least two slots (rows mode: one ring)");
 // In the seesaw consumer 1 keeps its P_0 V_2t groups in flight through its softmax, so its ring
 // holds all its V panels of a block at once (check() refuses smaller rings with the reason).
 static_assert(RC >= NP1, "consumer 1's ring holds its V panels of a block");
@@ -161,7 +179,8 @@ struct Ring {
 };
 template <int C>
 __device__ __forceinline__ Ring ring_of(u32 sQ) {
-  return Ring{sQ + OFF_RING + C * RC * PANEL, sQ + OFF_BARS + C * 2 * RC * 8};
+  constexpr int c = ROWS ? 0 : C;  // the rows mode's consumers share one ring
+  return Ring{sQ + OFF_RING + c * RC * PANEL, sQ + OFF_BARS + c * 2 * RC * 8};
 }
 
 template <int C>
@@ -173,15 +192,18 @@ constexpr bool LEADS = C == 0 && LEAD;  // consumer C leads (FFPA_LEAD)
 // 2t + C, then V panel k (of C's O columns) of block 2t + i, i = 0 then 1. When consumer 0
 // leads, its ring holds per pair K of block 2t, V of block 2t - 1 (t > 0), V of block 2t, and
 // after the last pair V of its last odd block: V of block 2t + 1 follows K of block 2t + 2.
-// With qknext the V panels of both blocks of pair t follow K of block 2t + 2 + C.
+// With qknext the V panels of both blocks of pair t follow K of block 2t + 2 + C. In the rows
+// mode t counts key blocks: K panel q, then V panel k of block t (i = 0).
 template <int C>
 __device__ __forceinline__ int seq_k(int t, int q) {
+  if constexpr (ROWS) return t * 2 * NP + q;
   if constexpr (LEADS<C>) return max(0, t * (NP + 2 * NP0) - NP0) + q;
   if constexpr (QKNEXT) return max(0, t * (NP + 2 * NPC<C>)-2 * NPC<C>) + q;
   return t * (NP + 2 * NPC<C>)+q;
 }
 template <int C>
 __device__ __forceinline__ int seq_v(int t, int i, int k, int npairs) {
+  if constexpr (ROWS) return t * 2 * NP + NP + k;
   if constexpr (LEADS<C>) {
     constexpr int U = NP + 2 * NP0;
     return i == 0 ? t * U + NP + k : (t + 1) * U - NP0 + (t + 1 < npairs ? NP : 0) + k;
@@ -219,15 +241,24 @@ __device__ __forceinline__ void produce(const Ring& ring, const FfpaTmaDesc& map
   }
 }
 
-// Consumer C's panels in the order it reads them (seq_k, seq_v). Rolled loops: unrolled, they
-// need more than the producer's 24 registers at D > 896.
+// Consumer C's panels in the order it reads them (seq_k, seq_v); rows mode: both consumers',
+// npairs counting key blocks. Rolled loops: unrolled, they need more than the producer's 24
+// registers at D > 896.
 template <int C>
 __device__ __forceinline__ void produce_ring(const FfpaTmaDesc& tk, const FfpaTmaDesc& tv,
                                              const Ring& ring, int jb, int npairs, int kvh, int b,
                                              u32 rank, int split) {
   const int v0 = split * NPO + (C == 0 ? 0 : NP0);  // the consumer's V panels
   int seq = 0;
-  if constexpr (LEADS<C>) {
+  if constexpr (ROWS) {
+#pragma unroll 1
+    for (int t = 0; t < npairs; ++t) {
+#pragma unroll 1
+      for (int q = 0; q < NP; ++q) produce(ring, tk, seq++, jb + t, q, kvh, b, rank);
+#pragma unroll 1
+      for (int k = 0; k < NPO; ++k) produce(ring, tv, seq++, jb + t, k, kvh, b, rank);
+    }
+  } else if constexpr (LEADS<C>) {
 #pragma unroll 1
     for (int t = 0; t < npairs; ++t) {
 #pragma unroll 1
@@ -334,8 +365,9 @@ __device__ __forceinline__ void retire_pv(const Ring& ring, int t, int i, int np
   for (int k = 0; k < NPC<C>; ++k) release(ring, seq_v<C>(t, i, k, npairs), lane);
 }
 
-// The CTA's unit in shared memory, sunit[U_...] (consume reads it where it uses it).
-enum : int { U_M0, U_KVH, U_B, U_SPLIT, U_JB, U_SLOT, U_NTILE };
+// The CTA's unit in shared memory, sunit[U_...] (consume reads it where it uses it). U_NT0: the
+// key blocks consumer 0's rows see in the rows mode (causal masking: fewer than the CTA's).
+enum : int { U_M0, U_KVH, U_B, U_SPLIT, U_JB, U_SLOT, U_NTILE, U_NT0 };
 __device__ __forceinline__ int first_block(const int* sunit) {  // of the CTA's key range
   return PIECES ? sunit[U_JB] : 0;
 }
@@ -401,11 +433,12 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
   constexpr int NO = NPC<C>;  // O panels of this consumer
   const Ring ring = ring_of<C>(sQ);
   const int t128 = threadIdx.x & 127, lane = t128 & 31, wq = t128 >> 5;
-  float* smax = sstat;           // [2][BR]: the running maximum each consumer published
-  float* ssum = sstat + 2 * BR;  // [2][BR]
+  const int r0 = ROWS ? WR * C : 0;  // the consumer's first row in the CTA's
+  float* smax = sstat;               // [2][BR]: the running maximum each consumer published
+  float* ssum = sstat + 2 * BR;      // [2][BR]
   // This thread's element pair (row half h, n8 group n) of a P tile, in the A-fragment layout.
   auto p_at = [&](u32 tile, int h, int n) {
-    return tile + tile_off(wq * 16 + (lane >> 2) + h * 8, n * 8 + (lane & 3) * 2, BR);
+    return tile + tile_off(wq * 16 + (lane >> 2) + h * 8, n * 8 + (lane & 3) * 2, WR);
   };
   // The other consumer's P tile into registers (the A-fragment layout of the own).
   auto load_p = [&](u32 tile, u32(&pb)[4][4]) {
@@ -443,7 +476,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
   // the key of this thread's first S column. The seed and the smallest kept word come from
   // shared memory: kept in registers across the pair loop, one of them is what ptxas spilled.
   auto pos = [&](int key0) {  // this thread's stream position at key0
-    const int drow = wq * 16 + (lane >> 2) + (lane & 1) * 8;
+    const int drow = r0 + wq * 16 + (lane >> 2) + (lane & 1) * 8;
     return p.dropout_offset +
            (((unsigned long long)sunit[U_B] * p.Hq + srow[BR + drow]) * p.Nq + srow[drow]) *
                (unsigned long long)p.Nkv +
@@ -457,18 +490,19 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
   if (AHEAD && npairs > 0)
     keep = dropout_keep_bits<8, 1>(sdrop->seed, pos((first_block(sunit) + C) * BC + (lane & 3) * 2),
                                    sdrop->kmin, lane);
-  // KMASK: this thread's word of key block j; none past the block's last tile (an odd count's
-  // last block, masked out entirely) or for a cluster's padding CTA past the rows.
+  // KMASK: this thread's word of key block j; none past the last tile of the consumer's rows (an
+  // odd count's last block, masked out entirely; in the rows mode consumer 0's rows may see
+  // fewer blocks than the CTA's) or for a cluster's padding CTA (or a consumer) past the rows.
   auto mask_word = [&](int j) -> u32 {
-    const int m0 = sunit[U_M0];
-    if (m0 >= rows_total || j >= sunit[U_NTILE]) return 0u;
+    const int m0 = sunit[U_M0] + r0;
+    if (m0 >= rows_total || j >= sunit[ROWS && C == 0 ? U_NT0 : U_NTILE]) return 0u;
     const auto km = ffpa_layout::fwd_sm90ws_keep(p.B, p.Hkv, rows_total, p.Nkv);
-    const long long rb = ((long long)sunit[U_B] * p.Hkv + sunit[U_KVH]) * km.row_blocks + m0 / BR;
+    const long long rb = ((long long)sunit[U_B] * p.Hkv + sunit[U_KVH]) * km.row_blocks + m0 / WR;
     return __ldg(p.keep_mask + (rb * km.key_blocks + j) * km.kKeepWords + t128);
   };
   if (KMASK) {
     grid_dependency_wait();  // the keep kernel wrote the mask (chained by programmatic launch)
-    keep = mask_word(first_block(sunit) + C);
+    keep = mask_word(first_block(sunit) + (ROWS ? 0 : C));
   }
 #endif
 
@@ -488,13 +522,13 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     rescale(o, f);
     u32 pb[4][4];
     if (!PSMEM) {
-      load_p(opaque(sP + BR * BC * 2), pb);
+      load_p(opaque(sP + WR * BC * 2), pb);
       fence_regs(pb);
     }
     if (hold)
-      pv<C, false>(o, pb, opaque(sP + BR * BC * 2), ring, tp, 1, npairs, lane);
+      pv<C, false>(o, pb, opaque(sP + WR * BC * 2), ring, tp, 1, npairs, lane);
     else
-      pv<C, true>(o, pb, opaque(sP + BR * BC * 2), ring, tp, 1, npairs, lane);
+      pv<C, true>(o, pb, opaque(sP + WR * BC * 2), ring, tp, 1, npairs, lane);
   };
 
   // S = Q K_j^T for pair t's block j: one group per K panel; a panel's slot is released once
@@ -506,8 +540,8 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       const int seq = seq_k<C>(t, q);
       mbar_wait(ring.full(seq), Ring::parity(seq));
       // opaque: descriptors of Q and P are the same every pair; hoisted out of the pair loop
-      // they would hold 2 registers each.
-      const u32 sk = ring.slot(seq), sq = opaque(sQ + q * Q_PANEL);
+      // they would hold 2 registers each. The consumer's rows start r0 rows into each Q panel.
+      const u32 sk = ring.slot(seq), sq = opaque(sQ + q * Q_PANEL + r0 * 128);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
@@ -529,7 +563,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     const int key0 = j * BC + (lane & 3) * 2;  // key of this thread's first S column
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = wq * 16 + (lane >> 2) + h * 8;
+      const int row = r0 + wq * 16 + (lane >> 2) + h * 8;
       // Columns kof >= lim are masked: past Nkv, or past the row's last causal key.
       const int kv_lim = p.Nkv - key0;
       int lim = kv_lim;
@@ -574,7 +608,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
   // maximum passes it by more than RESCALE_SLACK (log2 units), so P stays below 2^8 (exact
   // enough in fp32 sums and as bf16/fp16) and most pairs leave O unscaled. P in the input
   // dtype, as the A fragments of the PV (k16 step ks: n8 groups 2 ks and 2 ks + 1); with psmem
-  // only staged here on the way to sP.
+  // only staged here on the way to sP (not in the rows mode: no consumer reads another's P).
   // Returns this consumer's P tile in sP.
   auto probs = [&](int j, float(&s)[8][4], const float(&rmax)[2], u32(&pa)[4][4], float(&g)[2]) {
 #pragma unroll
@@ -614,9 +648,9 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
         }
     }
 #endif
-    const u32 sPown = opaque(sP + C * (BR * BC * 2));
+    const u32 sPown = opaque(sP + C * (WR * BC * 2));
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+    for (int h = 0; h < 2 && !ROWS; ++h)
 #pragma unroll
       for (int n = 0; n < 8; ++n)
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(p_at(sPown, h, n)),
@@ -635,14 +669,14 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
   auto pv_pair = [&](int t, bool knext) {
     u32 pa[4][4], pb[4][4];
     load_p(opaque(sP), pa);
-    load_p(opaque(sP + BR * BC * 2), pb);
+    load_p(opaque(sP + WR * BC * 2), pb);
     fence_regs(pa);
     fence_regs(pb);
     if (knext)
       pv<C, false, true>(o, pa, opaque(sP), ring, t, 0, npairs, lane);
     else
       pv<C, false>(o, pa, opaque(sP), ring, t, 0, npairs, lane);
-    pv<C, false>(o, pb, opaque(sP + BR * BC * 2), ring, t, 1, npairs, lane);
+    pv<C, false>(o, pb, opaque(sP + WR * BC * 2), ring, t, 1, npairs, lane);
   };
   auto retire_pair = [&](int t) {
     retire_pv<C>(ring, t, 0, npairs, lane);
@@ -688,8 +722,33 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
       retire_pair(npairs - 1);
     }
   }
+  // Rows mode: each key block's QK, softmax and PV in turn (npairs counts blocks); the other
+  // consumer's run beside them.
+#pragma unroll 1
+  for (int t = 0; ROWS && t < npairs; ++t) {
+    const int j = first_block(sunit) + t;
+#if FFPA_DROPOUT
+    // KMASK: the next block's word, a block ahead of its use (the mask is read from HBM).
+    const u32 keep_next = KMASK && t + 1 < npairs ? mask_word(j + 1) : 0u;
+#endif
+    float s[8][4];
+    qk(t, s);
+    wgmma_wait<0>();
+    release(ring, seq_k<C>(t, NP - 1), lane);
+    fence_acc(s);
+    float rmax[2], g[2];
+    u32 pa[4][4];
+    scores(j, s, rmax);
+    probs(j, s, rmax, pa, g);
+    rescale(o, g);
+    fence_regs(pa);
+    pv<C, true>(o, pa, sP, ring, t, 0, npairs, lane);
+#if FFPA_DROPOUT
+    if (KMASK) keep = keep_next;
+#endif
+  }
   // Without qknext: each pair's QK, softmax and PVs in turn.
-  for (int t = 0; !QKNEXT && t < npairs; ++t) {
+  for (int t = 0; !QKNEXT && !ROWS && t < npairs; ++t) {
     const int j = first_block(sunit) + 2 * t + C;  // this consumer's key block
 #if FFPA_DROPOUT
     // KMASK: the next pair's word, a pair ahead of its use (the mask is read from HBM).
@@ -749,7 +808,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     if constexpr (!SEESAW) {
       named_sync(BAR_P1, 256);
       if (!PSMEM) {
-        load_p(opaque(sP + (1 - C) * (BR * BC * 2)), pb);
+        load_p(opaque(sP + (1 - C) * (WR * BC * 2)), pb);
         fence_regs(pb);
         fence_regs(pa);
       }
@@ -764,7 +823,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
           keep = dropout_keep_bits<4>(sdrop->seed, pos(key_next), sdrop->kmin, lane);
 #endif
         retire_pv<C>(ring, t, 0, npairs, lane);
-        pv<C, false>(o, C == 0 ? pb : pa, opaque(sP + BR * BC * 2), ring, t, 1, npairs, lane);
+        pv<C, false>(o, C == 0 ? pb : pa, opaque(sP + WR * BC * 2), ring, t, 1, npairs, lane);
 #if FFPA_DROPOUT
         if (t + 1 < npairs)
           keep |= dropout_keep_bits<4>(sdrop->seed, pos(key_next) + 32, sdrop->kmin, lane) << 16;
@@ -772,7 +831,7 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
         retire_pv<C>(ring, t, 1, npairs, lane);
       } else {
         pv<C, true>(o, C == 0 ? pa : pb, opaque(sP), ring, t, 0, npairs, lane);
-        pv<C, true>(o, C == 0 ? pb : pa, opaque(sP + BR * BC * 2), ring, t, 1, npairs, lane);
+        pv<C, true>(o, C == 0 ? pb : pa, opaque(sP + WR * BC * 2), ring, t, 1, npairs, lane);
       }
     } else if constexpr (C == 0) {
       if constexpr (LEADS<C>) {
@@ -801,7 +860,8 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
 #pragma unroll
   for (int c = 0; c < NO; ++c) fence_acc(o[c]);
 
-  // l = the two consumers' sums; consumer 0 writes the LSE.
+  // l = the two consumers' sums (rows mode: the own); consumer 0 writes the LSE (rows mode:
+  // each of its rows').
   float lsum[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -809,25 +869,25 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     lsum[h] = l;
-    if ((lane & 3) == 0) ssum[C * BR + wq * 16 + (lane >> 2) + h * 8] = l;
+    if (!ROWS && (lane & 3) == 0) ssum[C * BR + wq * 16 + (lane >> 2) + h * 8] = l;
   }
-  named_sync(BAR_SUM, 256);
+  if (!ROWS) named_sync(BAR_SUM, 256);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int row = wq * 16 + (lane >> 2) + h * 8;
+    const int row = r0 + wq * 16 + (lane >> 2) + h * 8;
     const int i = sunit[U_M0] + row;
     if (i >= rows_total) continue;
-    const float l = lsum[h] + ssum[(1 - C) * BR + row];
+    const float l = lsum[h] + (ROWS ? 0.f : ssum[(1 - C) * BR + row]);
     const float inv = l > 0.f ? p.dropout_scale / l : 0.f;
     const float lse = l > 0.f ? (m_run[h] + __log2f(l)) * LN2 : NEG_INF;
     const int slot = PIECES ? sunit[U_SLOT] : -1;
     const int split = SPLIT == 1 ? 0 : sunit[U_SPLIT];
-    const int P0 = split * NPO + (C == 0 ? 0 : NP0);  // the first O panel of this consumer
+    const int P0 = split * NPO + (C == 0 || ROWS ? 0 : NP0);  // this consumer's first O panel
     // A piece writes its O (normalized over its own keys) and LSE in fp32, for the merge.
     const long long prow = (long long)slot * BR + row;
     const int b = sunit[U_B], hq = sunit[U_KVH] * p.group + i / p.Nq;
     const int r = i % p.Nq;
-    if (C == 0 && (lane & 3) == 0) {
+    if ((C == 0 || ROWS) && (lane & 3) == 0) {
       if (slot >= 0)
         p.lse_partial[prow] = lse;
       else if (split == 0)
@@ -894,20 +954,24 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
   // Every CTA of a cluster walks the same key blocks (the ring is shared): without causal
   // masking they all see every key.
   const auto [r_lo, diag, ntile] = block_span<BR, BC>(p, m0, rows_total);
-  int npairs = (ntile + 1) / 2;  // an odd count ends with a block masked out entirely
-  int jb = 0;                    // the first key block
+  // Key-block pairs (an odd count ends with a block masked out entirely); key blocks in the rows
+  // mode.
+  int npairs = ROWS ? ntile : (ntile + 1) / 2;
+  int jb = 0;  // the first key block
   if (piece) {
-    const int k = slot % p.num_splits, all = npairs;
-    jb = 2 * (k * all / p.num_splits);
-    npairs = (k + 1) * all / p.num_splits - jb / 2;
+    const int k = slot % p.num_splits, all = npairs, first = k * all / p.num_splits;
+    jb = ROWS ? first : 2 * first;
+    npairs = (k + 1) * all / p.num_splits - first;
   }
 
   if (tid == 0) {
-    for (int c = 0; c < 2; ++c) {
+    for (int c = 0; c < (ROWS ? 1 : 2); ++c) {
       const Ring ring = c == 0 ? ring_of<0>(sQ) : ring_of<1>(sQ);
       for (int i = 0; i < RC; ++i) {
         mbar_init(ring.full(i), 1);
-        mbar_init(ring.empty(i), 4 * CL);  // each warp of the consumer in every CTA of the cluster
+        // Each warp of the consumer in every CTA of the cluster; of both consumers in the rows
+        // mode.
+        mbar_init(ring.empty(i), (ROWS ? 8 : 4) * CL);
       }
     }
     mbar_init_fence();
@@ -918,13 +982,13 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
     cluster_sync();
 
   if (wg == 0) {
-    // Producers: lane 0 of warp C fills consumer C's ring.
+    // Producers: lane 0 of warp C fills consumer C's ring (rows mode: lane 0 of warp 0 the one).
     regs_dec<24>();
     if (tid == 0) {
       tma_prefetch_desc(tk);
       tma_prefetch_desc(tv);
       produce_ring<0>(tk, tv, ring_of<0>(sQ), jb, npairs, kvh, b, rank, split);
-    } else if (tid == 32) {
+    } else if (tid == 32 && !ROWS) {
       produce_ring<1>(tk, tv, ring_of<1>(sQ), jb, npairs, kvh, b, rank, split);
     }
     __syncwarp();
@@ -941,6 +1005,7 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
       *sdrop = {p.dropout_seed, p.dropout_keep_min};
       sunit[U_M0] = m0, sunit[U_KVH] = kvh, sunit[U_B] = b, sunit[U_SPLIT] = split;
       sunit[U_JB] = jb, sunit[U_SLOT] = slot, sunit[U_NTILE] = ntile;
+      sunit[U_NT0] = ROWS ? block_span<WR, BC>(p, m0, rows_total).tiles : ntile;
     }
     {
       const u16* qb = static_cast<const u16*>(p.q) + b * p.q_batch_stride;
@@ -1012,10 +1077,10 @@ extern "C" __global__ void __launch_bounds__(128)
   const int rows_total = p.group * p.Nq;
   const auto km = ffpa_layout::fwd_sm90ws_keep(p.B, p.Hkv, rows_total, p.Nkv);
   // In 32 bits (the grid's x, B Hkv row_blocks, is below 2^31): 64-bit divisions are calls.
-  const int rb = blockIdx.x, row_blocks = (int)km.row_blocks;  // (b Hkv + kvh) row_blocks + m0 / BR
-  const int m0 = rb % row_blocks * BR;
+  const int rb = blockIdx.x, row_blocks = (int)km.row_blocks;  // (b Hkv + kvh) row_blocks + m0 / WR
+  const int m0 = rb % row_blocks * WR;
   const int kvh = rb / row_blocks % p.Hkv, b = rb / row_blocks / p.Hkv;
-  const int ntile = block_span<BR, BC>(p, m0, rows_total).tiles;
+  const int ntile = block_span<WR, BC>(p, m0, rows_total).tiles;
   const int t = threadIdx.x, lane = t & 31, wq = t >> 5;
   // The consumer's pos(): its row table clamps rows past the last to it.
   const int i = min(m0 + wq * 16 + (lane >> 2) + (lane & 1) * 8, rows_total - 1);

@@ -8,30 +8,36 @@
 namespace ffpa_layout {
 
 struct FwdSm90ws {
-  static constexpr int kRows = 64;             // query rows of a CTA
-  static constexpr int kKeys = 64;             // keys of a block
-  static constexpr int kPanel = kKeys * 128;   // one ring slot: 64 keys x 64 columns, 2 bytes
-  static constexpr int kQPanel = kRows * 128;  // 64 rows x 64 columns of Q
+  static constexpr int kRows = 64;            // query rows of a consumer warpgroup
+  static constexpr int kKeys = 64;            // keys of a block
+  static constexpr int kPanel = kKeys * 128;  // one ring slot: 64 keys x 64 columns, 2 bytes
 
-  int ring;   // the slots of both rings
-  int p;      // sP[0], sP[1]
+  int ring;   // the slots of both rings (rows mode: of the one ring)
+  int p;      // sP[0], sP[1] (none in the rows mode)
   int stats;  // row maxima and sums of both consumers, floats
   int rows;   // query index and q head per row, ints
   int drop;   // dropout seed and p (16 bytes)
   int unit;   // the CTA's unit of work and key range, ints (32 bytes)
-  int bars;   // per ring: full[slots / 2], empty[slots / 2]
+  int bars;   // per ring: full[slots / 2], empty[slots / 2] (rows mode: full[slots], empty[slots])
   int bytes;  // dynamic shared memory of a launch, with the alignment slack
 };
 
+// Query rows of a CTA: 64, shared by the two consumers (O's columns split between them), or in
+// the rows mode (knob rows) 128, 64 a consumer (all of O's columns in each).
+FFPA_LAYOUT_FN int fwd_sm90ws_cta_rows(int rows_mode) {
+  return rows_mode ? 2 * FwdSm90ws::kRows : FwdSm90ws::kRows;
+}
+
 // dp: D padded to a multiple of 64 (Q's panels are zero-filled past D).
-FFPA_LAYOUT_FN FwdSm90ws fwd_sm90ws_layout(int dp, int slots) {
+FFPA_LAYOUT_FN FwdSm90ws fwd_sm90ws_layout(int dp, int slots, int rows_mode) {
   using L = FwdSm90ws;
+  const int br = fwd_sm90ws_cta_rows(rows_mode);
   FwdSm90ws l{};
-  l.ring = L::kRows * dp * 2;
+  l.ring = br * dp * 2;
   l.p = l.ring + slots * L::kPanel;
-  l.stats = l.p + 2 * L::kRows * L::kKeys * 2;
-  l.rows = l.stats + 4 * L::kRows * 4;
-  l.drop = l.rows + 2 * L::kRows * 4;
+  l.stats = l.p + (rows_mode ? 0 : 2 * L::kRows * L::kKeys * 2);
+  l.rows = l.stats + 4 * br * 4;
+  l.drop = l.rows + 2 * br * 4;
   l.unit = l.drop + 16;
   l.bars = l.unit + 32;
   l.bytes = 1024 + l.bars + 2 * slots * 8;
@@ -42,7 +48,8 @@ FFPA_LAYOUT_FN FwdSm90ws fwd_sm90ws_layout(int dp, int slots) {
 // ffpa_fwd_sm90ws_keep_kernel before the forward. A word per consumer thread and key block, in
 // the bit order the thread applies them (keep_mask_word in the kernel): word
 // (row_block * key_blocks + key_block) * kKeepWords + thread, row_block = (b * Hkv + kvh) *
-// row_blocks + m0 / kRows over the packed group * Nq rows of each kv head.
+// row_blocks + m0 / kRows over the packed group * Nq rows of each kv head (a consumer's rows, in
+// either mode).
 struct FwdSm90wsKeep {
   static constexpr int kKeepWords = 128;  // a consumer warpgroup's threads
   // Key blocks a CTA of the keep kernel draws: 32, since at 8 ncu put ~40 % of the kernel's

@@ -277,6 +277,56 @@ TEST_CASE("sm90ws qknext=1 compiles clean at D 72..576", "[nvrtc]") {
   compile_clean(km, f);
 }
 
+// The rows mode at the GPU test's configurations: O of 64 rows x D in a consumer (160 registers
+// at D = 320); a bias at D = 320 spills (bind() refuses it), at 256 it does not.
+TEST_CASE("sm90ws rows=1 compiles clean at D 72..320", "[nvrtc]") {
+  test::FreshCache cache;
+  auto cfg = [](int slots) {
+    fwd90ws::Config c{slots, 1, 0, 0};
+    c.rows = 1;
+    return c;
+  };
+  for (int bf16 : {1, 0}) {
+    fwd::Features f;
+    f.bf16 = bf16;
+    f.D = 128;
+    compile_clean(cfg(2), f);
+    f.D = 320;
+    for (int slots : {12, 16}) compile_clean(cfg(slots), f);
+  }
+  fwd::Features f;
+  for (int D : {72, 136, 200, 256}) {
+    f.D = D;
+    compile_clean(cfg(8), f);
+  }
+  for (int causal : {1, 2}) {
+    f.causal = causal;
+    f.D = 320;
+    compile_clean(cfg(16), f);
+    f.D = 256;
+    compile_clean(cfg(6), f);
+  }
+  f = fwd::Features{};
+  f.D = 256;
+  for (int bias : {1, 2}) {
+    f.bias = bias;
+    compile_clean(cfg(16), f);
+  }
+  f = fwd::Features{};
+  f.D = 320;
+  f.dropout = true;
+  compile_clean(cfg(16), f);
+  fwd90ws::Config km = cfg(16);
+  km.kmask = 1;
+  compile_clean(km, f);
+  f.causal = 2;
+  compile_clean(km, f);
+  f.D = 256;
+  f.causal = 1;
+  f.bias = 1;
+  compile_clean(km, f);
+}
+
 // In lock-step (their default: seesaw = 0), bf16 with every mask alignment, fp16 without.
 TEST_CASE("sm90ws bias and dropout compile clean at D 320, 512 and 1024", "[nvrtc]") {
   test::FreshCache cache;
@@ -410,6 +460,45 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
   CHECK(v->supports(compile_problem(320), fwd90ws::Config{6, 1, 0, 1, 0, 1}.knobs(), h200).ok());
   CHECK_THAT(v->supports(p512, fwd90ws::Config{8, 4}.knobs(), h200).reason,
              Catch::Contains("cluster"));
+  // The rows mode: D up to 320, lock-step knobs only, one CTA.
+  fwd90ws::Config rows{16, 1, 0, 0};
+  rows.rows = 1;
+  CHECK(v->supports(compile_problem(320), rows.knobs(), h200).ok());
+  CHECK(v->supports(compile_problem(72), rows.knobs(), h200).ok());
+  CHECK_THAT(v->supports(compile_problem(384), rows.knobs(), h200).reason,
+             Catch::Contains("rows=1: D=384 > 320"));
+  for (auto [knob, what] : {std::pair{&fwd90ws::Config::seesaw, "seesaw=1"},
+                            {&fwd90ws::Config::psmem, "psmem=1"},
+                            {&fwd90ws::Config::qknext, "qknext=1"},
+                            {&fwd90ws::Config::oddpanel, "oddpanel=1"}}) {
+    fwd90ws::Config c = rows;
+    c.*knob = 1;
+    CHECK_THAT(v->supports(compile_problem(320), c.knobs(), h200).reason,
+               Catch::Contains(std::string("rows=1 with ") + what));
+  }
+  rows.cluster = 2;
+  CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,
+             Catch::Contains("rows=1 with cluster=2"));
+  rows.cluster = 1;
+  rows.ahead = 1;
+  CHECK_THAT(v->supports(drop320, rows.knobs(), h200).reason,
+             Catch::Contains("rows=1 with ahead=1"));
+  rows.ahead = 0;
+  rows.kmask = 1;
+  CHECK_NOTHROW(fwd90ws::compile_for(drop320, rows, h200));
+  rows.kmask = 0;
+  rows.slots = 3;
+  CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,
+             Catch::Contains("even ring"));
+  rows.slots = 16;
+  rows.rows = 2;
+  CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,
+             Catch::Contains("rows is 0 or 1"));
+  // 128 rows of Q (80 KB at D = 320) beside 18 slots: too much shared memory.
+  rows.rows = 1;
+  rows.slots = 18;
+  CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,
+             Catch::Contains("shared memory"));
   // Every default fits the H200 at every D it accepts.
   for (int D = fwd90ws::kMinD; D <= fwd90ws::kMaxD; D += 8)
     CHECK(fwd90ws::check(fwd90ws::default_config(compile_problem(D)), D, h200.smem_per_block_optin)

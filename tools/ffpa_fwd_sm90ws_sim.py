@@ -17,6 +17,9 @@ arrives on BAR_P1, where consumer 0 waits; in lock-step (seesaw = 0) both wait o
 maxima), publish their P and both wait on BAR_P1. A hardware named barrier completes when all its
 threads arrived, whoever they are: an arrival twice before the other side waited would complete
 it wrongly, which the model reports.
+In the rows mode (FFPA_ROWS) one producer fills one ring that both consumers read whole (each its
+own 64 query rows over K and V of every key block, empty barriers counting the 8 warps of both),
+with no named barrier in the key loop.
 It checks, for every panel count, O-panel count of a CTA (NPO < NP: D > 512, two CTAs a query
 block), owner of an odd count's extra O panel, ring depth, pair count and cluster size:
   - no deadlock under many random interleavings,
@@ -41,7 +44,9 @@ def first_v(NPO, own, c, split):
     return split * NPO + (0 if c == 0 else own[0])
 
 
-def seq_k(NP, own, c, t, q, lead=False, qknext=False):
+def seq_k(NP, own, c, t, q, lead=False, qknext=False, rows=False):
+    if rows:  # t counts key blocks: K then V of each
+        return t * 2 * NP + q
     if lead and c == 0:  # FFPA_LEAD: V of block 2t - 1 after K of block 2t
         return max(0, t * (NP + 2 * own[0]) - own[0]) + q
     if qknext:  # FFPA_QKNEXT: V of pair t after K of pair t + 1
@@ -49,7 +54,9 @@ def seq_k(NP, own, c, t, q, lead=False, qknext=False):
     return t * (NP + 2 * own[c]) + q
 
 
-def seq_v(NP, own, c, t, i, k, npairs=0, lead=False, qknext=False):
+def seq_v(NP, own, c, t, i, k, npairs=0, lead=False, qknext=False, rows=False):
+    if rows:
+        return t * 2 * NP + NP + k
     n = own[c]
     U = NP + 2 * n
     if lead and c == 0:
@@ -112,9 +119,13 @@ class NamedBarrier:
             yield False
 
 
-def producer_order(NP, NPO, own, npairs, c, split=0, lead=False, qknext=False):
+def producer_order(NP, NPO, own, npairs, c, split=0, lead=False, qknext=False, rows=False):
     v0 = first_v(NPO, own, c, split)
     out = []  # (kind, block, panel) in seq order
+    if rows:  # npairs counts key blocks
+        for t in range(npairs):
+            out += [("K", t, q) for q in range(NP)] + [("V", t, k) for k in range(NPO)]
+        return out
     if qknext:
         out += [("K", c, q) for q in range(NP if npairs else 0)]
         for t in range(npairs):
@@ -138,9 +149,18 @@ def producer_order(NP, NPO, own, npairs, c, split=0, lead=False, qknext=False):
 
 
 def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=False, lead=False,
-             qknext=False):
-    RC = R // 2
-    own = own_panels(NPO, odd)
+             qknext=False, rows=False):
+    # The rows mode: one ring of R slots that both consumers read whole, each over all of O;
+    # npairs counts key blocks.
+    RC = R if rows else R // 2
+    own = (NPO, NPO) if rows else own_panels(NPO, odd)
+    nrings = 1 if rows else 2
+
+    def rc(c):  # consumer c's ring
+        return 0 if rows else c
+
+    if rows and (seesaw or ahead or lead or qknext or CL > 1):
+        return False  # lock-step knobs only, one CTA: refused
     if qknext and (seesaw or ahead or RC < 2 * max(own)):
         return False  # lock-step only, nothing drawn ahead, a pair's V panels held at once
     if lead and (not seesaw or RC < own[0]):
@@ -150,25 +170,30 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
     if ahead and RC < own[0]:
         return False  # drawing ahead, consumer 0 does too: refused
     half = 8192 // CL
-    orders = [producer_order(NP, NPO, own, npairs, c, split, lead, qknext) for c in range(2)]
+    orders = [producer_order(NP, NPO, own, npairs, c, split, lead, qknext, rows)
+              for c in range(nrings)]
     for c in range(2):
-        assert len(orders[c]) == (NP + 2 * own[c]) * npairs
+        o = orders[rc(c)]
+        blocks = (0,) if rows else (0, 1)  # of a step: V of the step's block(s)
+        assert len(o) == (NP + len(blocks) * own[c]) * npairs
         for t in range(npairs):  # the sequence functions index the producer's order
             for q in range(NP):
-                assert orders[c][seq_k(NP, own, c, t, q, lead, qknext)] == ("K", 2 * t + c, q)
-            for i in range(2):
+                assert o[seq_k(NP, own, c, t, q, lead, qknext, rows)] == (
+                    "K", t if rows else 2 * t + c, q)
+            v0 = 0 if rows else first_v(NPO, own, c, split)
+            for i in blocks:
                 for k in range(own[c]):
-                    assert orders[c][seq_v(NP, own, c, t, i, k, npairs, lead, qknext)] == (
-                        "V", 2 * t + i, first_v(NPO, own, c, split) + k)
+                    assert o[seq_v(NP, own, c, t, i, k, npairs, lead, qknext, rows)] == (
+                        "V", t if rows else 2 * t + i, v0 + k)
     ctas = []
     for _ in range(CL):
         cta = {"rings": [], "bar": [NamedBarrier("BAR_P0"), NamedBarrier("BAR_P1")],
                # P tile and maximum of each consumer: (pair written, pairs read by the other)
                "p": [None, None], "p_read": [-1, -1], "p_held": [False, False]}
-        for c in range(2):
+        for c in range(nrings):
             cta["rings"].append({
                 "full": [Barrier(1) for _ in range(RC)],
-                "empty": [Barrier(4 * CL) for _ in range(RC)],
+                "empty": [Barrier(4 * (2 if rows else 1) * CL) for _ in range(RC)],
                 "slot": [[None] * CL for _ in range(RC)],  # content tag per multicast half
                 "held": [0] * RC,
             })
@@ -193,13 +218,13 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
 
     def release(cta, c, seq):
         s = seq % RC
-        ctas[cta]["rings"][c]["held"][s] -= 1
+        ctas[cta]["rings"][rc(c)]["held"][s] -= 1
         for dst in range(CL):  # every CTA's producer writes into this slot
             for _ in range(4):  # one arrival per consumer warp
-                ctas[dst]["rings"][c]["empty"][s].arrive()
+                ctas[dst]["rings"][rc(c)]["empty"][s].arrive()
 
     def read(cta, c, seq, tag):
-        ring = ctas[cta]["rings"][c]
+        ring = ctas[cta]["rings"][rc(c)]
         s = seq % RC
         while not ring["full"][s].done((seq // RC) & 1):
             yield False
@@ -298,6 +323,14 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
                     release(cta, c, seq)
             yield True
 
+        if rows:  # each block's K panels (QK), then its V panels (PV), retired as they go
+            for t in range(npairs):
+                yield from group(cta, c, [(seq_k(NP, own, c, t, q, rows=True), ("K", t, q))
+                                          for q in range(NP)])
+                yield from group(cta, c, [(seq_v(NP, own, c, t, 0, k, rows=True), ("V", t, k))
+                                          for k in range(NPO)])
+            return
+
         if qknext:
             if npairs:
                 yield from group(cta, c, k_panels(0))
@@ -356,8 +389,8 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
 
     actors = []
     for cta in range(CL):
-        actors += [producer(cta, 0, cta), producer(cta, 1, cta), consumer(cta, 0),
-                   consumer(cta, 1)]
+        actors += [producer(cta, c, cta) for c in range(nrings)]
+        actors += [consumer(cta, 0), consumer(cta, 1)]
     # Random speeds: a slow actor opens the windows a race needs (one step of it against many
     # of the others).
     speed = [rng.choice((1.0, 1.0, 0.2, 0.02)) for _ in actors]
@@ -401,6 +434,11 @@ def main():
                         for odd in (0, 1) if NP % 2 else (0,):
                             cases += simulate(NP, NP, R, npairs, CL, rng, seesaw=seesaw, odd=odd,
                                               ahead=ahead, lead=lead, qknext=qk)
+    # The rows mode (D <= 320: up to 5 panels), one CTA; npairs counts key blocks.
+    for NP in (2, 3, 4, 5):
+        for R in (2, 4, 6, 8, 12, 16, 18):
+            for nblocks in (0, 1, 2, 3, 5, 7):
+                cases += simulate(NP, NP, R, nblocks, 1, rng, seesaw=False, rows=True)
     # D > 512: two CTAs a query block, each streaming its share of V (the last partly past D).
     for NP, NPO in ((9, 5), (12, 6), (16, 8)):
         for R in (4, 8, 10, 14):

@@ -24,14 +24,21 @@ Keep keep_of(const Problem& pr) {  // the keep mask's shape (kmask)
   return ffpa_layout::fwd_sm90ws_keep(s.B, s.Hkv, s.group() * s.Nq, s.Nkv);
 }
 
-// units: CTAs of equal work (tail: plan the last wave's split, else none); pairs: key-block
-// pairs of a unit; keep: the keep mask's shape (kmask), else null.
+// units: CTAs of equal work (tail: plan the last wave's split, else none); steps: key-block
+// pairs of a unit (key blocks in the rows mode); cta_rows: query rows of a CTA; keep: the keep
+// mask's shape (kmask), else null.
 class Fwd90wsOp : public Op {
  public:
   Fwd90wsOp(nvrtc::Library lib, const FfpaFwdParams& p, FfpaTmaDesc tk, FfpaTmaDesc tv,
-            int64_t units, bool tail, int pairs, int cluster, int smem, int sm_count,
+            int64_t units, bool tail, int steps, int cta_rows, int cluster, int smem, int sm_count,
             const Keep* keep)
-      : lib_(std::move(lib)), p_(p), tk_(tk), tv_(tv), cluster_(cluster), smem_(smem) {
+      : lib_(std::move(lib)),
+        p_(p),
+        tk_(tk),
+        tv_(tv),
+        cta_rows_(cta_rows),
+        cluster_(cluster),
+        smem_(smem) {
     fn_ = lib_.kernel(kKernel);
     if (keep) {
       mask_ = gpu::DeviceBuffer(static_cast<size_t>(keep->words) * sizeof(unsigned));
@@ -48,13 +55,12 @@ class Fwd90wsOp : public Op {
       t = plan_tail(
           units,
           gpu::resident(reinterpret_cast<const void*>(fn_), Config::threads(), smem_, 1, sm_count),
-          pairs);
+          steps);
     tail_units_ = units - t.from;
     p_.split_from = t.from;
     p_.num_splits = t.pieces;
     if (tail_units_ > 0) {
-      const size_t rows =
-          static_cast<size_t>(tail_units_) * t.pieces * ffpa_layout::FwdSm90ws::kRows;
+      const size_t rows = static_cast<size_t>(tail_units_) * t.pieces * cta_rows_;
       opart_ = gpu::DeviceBuffer(rows * p_.D * sizeof(float));
       lpart_ = gpu::DeviceBuffer(rows * sizeof(float));
       p_.o_partial = opart_.as<float>();
@@ -77,7 +83,7 @@ class Fwd90wsOp : public Op {
                 static_cast<unsigned>(cluster_));
     if (merge_)
       gpu::launch(reinterpret_cast<const void*>(merge_),
-                  dim3(static_cast<unsigned>(tail_units_), ffpa_layout::FwdSm90ws::kRows),
+                  dim3(static_cast<unsigned>(tail_units_), static_cast<unsigned>(cta_rows_)),
                   dim3(128), 0, s, args, true);
   }
   int64_t extra_bytes() const override {
@@ -98,6 +104,7 @@ class Fwd90wsOp : public Op {
   FfpaFwdParams p_;
   FfpaTmaDesc tk_, tv_;
   dim3 grid_;
+  int cta_rows_;
   int cluster_;
   int smem_;
   int64_t tail_units_ = 0;
@@ -108,11 +115,11 @@ class Fwd90wsOp : public Op {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {{"slots", &Config::slots},       {"cluster", &Config::cluster},
-                                   {"psmem", &Config::psmem},       {"seesaw", &Config::seesaw},
-                                   {"oddpanel", &Config::oddpanel}, {"lead", &Config::lead},
-                                   {"ahead", &Config::ahead},       {"kmask", &Config::kmask},
-                                   {"qknext", &Config::qknext},     {"tail", &Config::tail, false}};
+constexpr Knob<Config> kKnobs[] = {
+    {"slots", &Config::slots},      {"cluster", &Config::cluster},   {"psmem", &Config::psmem},
+    {"seesaw", &Config::seesaw},    {"oddpanel", &Config::oddpanel}, {"lead", &Config::lead},
+    {"ahead", &Config::ahead},      {"kmask", &Config::kmask},       {"qknext", &Config::qknext},
+    {"tail", &Config::tail, false}, {"rows", &Config::rows}};
 
 Support problem_check(const Problem& pr) {
   const auto& s = pr.shape;
@@ -159,7 +166,7 @@ Config default_config(const Problem& pr) {
 }
 
 int smem_bytes(const Config& c, int D) {
-  return ffpa_layout::fwd_sm90ws_layout(padded_d(D, 64), c.slots).bytes;
+  return ffpa_layout::fwd_sm90ws_layout(padded_d(D, 64), c.slots, c.rows).bytes;
 }
 
 Support check(const Config& c, int D, int smem_limit) {
@@ -173,6 +180,7 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.kmask != 0 && c.kmask != 1) return Support::no("kmask is 0 or 1");
   if (c.qknext != 0 && c.qknext != 1) return Support::no("qknext is 0 or 1");
   if (c.tail != 0 && c.tail != 1) return Support::no("tail is 0 or 1");
+  if (c.rows != 0 && c.rows != 1) return Support::no("rows is 0 or 1");
   if (c.kmask && c.ahead)
     return Support::no(
         "ahead=1 with kmask=1: the keep bits come from the mask, nothing is drawn "
@@ -189,6 +197,28 @@ Support check(const Config& c, int D, int smem_limit) {
   if (D % 8 || D < kMinD || D > kMaxD)
     return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
                        ".." + s(kMaxD));
+  if (c.rows) {
+    // Each consumer holds its 64 rows of the whole O and computes its own softmax: nothing
+    // to offset, split or exchange.
+    if (D > kMaxRowsD)
+      return Support::no("rows=1: D=" + s(D) + " > " + s(kMaxRowsD) +
+                         " (64 rows of the whole O in a consumer's registers: at most 5 panels)");
+    const char* other = c.seesaw         ? "seesaw=1"
+                        : c.lead         ? "lead=1"
+                        : c.oddpanel     ? "oddpanel=1"
+                        : c.psmem        ? "psmem=1"
+                        : c.qknext       ? "qknext=1"
+                        : c.ahead        ? "ahead=1"
+                        : c.cluster != 1 ? "cluster=2"
+                                         : nullptr;
+    if (other)
+      return Support::no(std::string("rows=1 with ") + other +
+                         ": the consumers own their rows and all of O (lock-step, P from "
+                         "registers, one CTA, nothing drawn ahead)");
+    if (c.slots < 2 || c.slots % 2)
+      return Support::no("slots=" + s(c.slots) + ": rows=1 needs an even ring of at least 2");
+    return check_resources(smem_bytes(c, D), smem_limit, Config::threads(), 0);
+  }
   // Two rings, one per consumer; in the seesaw consumer 1 keeps the wgmmas over all its V panels of
   // a key block in flight through its softmax, so its ring holds them all (checked in lock-step
   // too: one rule for every configuration).
@@ -279,14 +309,16 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaFwdParams
                                            p.v_head_stride, p.v_batch_stride, box_rows);
   // Units x-fastest in a 1-D grid (the kernel's unit_of): query blocks (whole clusters) x the
   // CTAs of each, kv heads, batches.
-  const int64_t blocks = (sh.group() * sh.Nq + 63) / 64;
+  const int rows = ffpa_layout::fwd_sm90ws_cta_rows(c.rows);
+  const int64_t blocks = (sh.group() * sh.Nq + rows - 1) / rows;
   const int64_t units = (blocks + c.cluster - 1) / c.cluster * c.cluster *
                         splits(static_cast<int>(sh.D)) * sh.Hkv * sh.B;
-  const int pairs = static_cast<int>((sh.Nkv + 127) / 128);
+  const int64_t keys = c.rows ? 64 : 128;  // a step of the key loop: a block, or a pair
+  const int steps = static_cast<int>((sh.Nkv + keys - 1) / keys);
   const Keep keep = keep_of(pr);
-  return std::make_unique<Fwd90wsOp>(nvrtc::Library(comp.cubin), p, tk, tv, units, c.tail, pairs,
-                                     c.cluster, smem_bytes(c, static_cast<int>(sh.D)), dev.sm_count,
-                                     c.kmask ? &keep : nullptr);
+  return std::make_unique<Fwd90wsOp>(nvrtc::Library(comp.cubin), p, tk, tv, units, c.tail, steps,
+                                     rows, c.cluster, smem_bytes(c, static_cast<int>(sh.D)),
+                                     dev.sm_count, c.kmask ? &keep : nullptr);
 }
 
 }  // namespace ffpa::fwd90ws

@@ -16,8 +16,8 @@
 
 namespace ffpa::fwd90ws {
 
-// Knobs, as in configs/grids/ffpa-fwd-sm90ws.json. The block is fixed: 64 query rows, a producer
-// warpgroup and two consumer warpgroups, key blocks of 64.
+// Knobs, as in configs/grids/ffpa-fwd-sm90ws.json. The block: 64 query rows (128 with rows = 1),
+// a producer warpgroup and two consumer warpgroups, key blocks of 64.
 struct Config {
   int slots = 16;    // 8 KB slots of the K/V rings (even: a ring per consumer)
   int cluster = 1;   // CTAs sharing each K/V panel by TMA multicast (1 or 2)
@@ -32,14 +32,17 @@ struct Config {
                      // run under them
   int tail = 0;      // 1: the last wave's units split by key range where plan_tail gains (off by
                      // default until measured on the GPU: docs/notes/ffpa_fwd_sm90ws.md step 9)
+  int rows = 0;      // 1 (D <= 320, lock-step): 128 query rows a CTA, 64 and all of O's columns a
+                     // consumer, one K/V ring read by both
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
   static constexpr int threads() { return 384; }
 };
 
-constexpr int kMinD = 72;    // two O panels: one per consumer
-constexpr int kMaxD = 1024;  // Q (64 x D) in shared memory beside the ring
+constexpr int kMinD = 72;       // two O panels: one per consumer
+constexpr int kMaxD = 1024;     // Q (64 x D) in shared memory beside the ring
+constexpr int kMaxRowsD = 320;  // rows = 1: 64 rows of the whole O in a consumer's registers
 
 // CTAs per query block: O (64 x D/2 fp32 a consumer) lives in registers up to D = 512; past it
 // two CTAs split O's columns, each computing the whole S.
