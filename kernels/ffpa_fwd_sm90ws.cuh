@@ -41,6 +41,9 @@
 //                 block, loaded a pair ahead): the Philox rounds run in a launch of their own on
 //                 every scheduler instead of in the consumers' softmax, beside nothing
 //   FFPA_ROWS     1 (D <= 320, lock-step knobs only): the rows mode below
+//   FFPA_PINGPONG 1 (rows mode): the consumers take turns at the tensor pipe (FA3's ping-pong):
+//                 each QK and each PV is one consumer's turn, passed on once its groups are
+//                 issued, so one consumer's softmax runs under the other's groups
 //
 // A CTA holds 64 query rows (of the packed group * Nq rows of one kv head) and walks the keys in
 // pairs of 64-key blocks. Consumer c (0 or 1) owns block 2t + c of pair t:
@@ -92,6 +95,7 @@ using namespace ffpa_dev;
 
 constexpr int D = FFPA_D;
 constexpr bool ROWS = FFPA_ROWS;
+constexpr bool PINGPONG = FFPA_PINGPONG;
 constexpr int WR = ffpa_layout::FwdSm90ws::kRows;  // query rows of a consumer
 constexpr int BR = ffpa_layout::fwd_sm90ws_cta_rows(ROWS);
 constexpr int BC = ffpa_layout::FwdSm90ws::kKeys;
@@ -138,6 +142,8 @@ static_assert(ROWS ? NPO <= 5 && SPLIT == 1 : NP0 <= 4 && NP1 <= 4,
 // The rows mode's consumers do not exchange maxima or P: lock-step knobs only, one CTA.
 static_assert(!ROWS || (!SEESAW && !PSMEM && !QKNEXT && !AHEAD && CL == 1 && FFPA_ODDPANEL == 0),
               "rows: no seesaw, psmem, qknext, ahead, cluster or oddpanel");
+// Taking turns, a consumer holds all V panels of a block in flight while the other's turn runs.
+static_assert(!PINGPONG || (ROWS && RC >= NPO), "pingpong: rows mode, a block's V panels held");
 static_assert(FFPA_ODDPANEL == 0 || FFPA_ODDPANEL == 1, "the odd O panel goes to consumer 0 or 1");
 static_assert(SPLIT == 1 || CL == 1, "the CTAs of a split read different V panels");
 static_assert(CL == 1 || CL == 2, "cluster of 1 or 2 CTAs");
@@ -157,7 +163,8 @@ static_assert(!QKNEXT || (RC >= 2 * NP0 && RC >= 2 * NP1), "qknext: rings of 2 N
 // Named barriers (0 is __syncthreads): consumer 0's P and maximum published (consumer 0 arrives,
 // consumer 1 waits), consumer 1's (the other way round), Q and the row table loaded, the row
 // sums. In lock-step both consumers wait on BAR_P0 (row maxima exchanged) and BAR_P1 (P tiles).
-enum : int { BAR_P0 = 1, BAR_P1 = 2, BAR_Q = 3, BAR_SUM = 4 };
+// With pingpong the turn at the tensor pipe passes to consumer 0 on BAR_T0, to 1 on BAR_T1.
+enum : int { BAR_P0 = 1, BAR_P1 = 2, BAR_Q = 3, BAR_SUM = 4, BAR_T0 = 5, BAR_T1 = 6 };
 
 // Addresses are computed where used (opaque): the unrolled panel loops would otherwise hoist
 // every panel's addresses into registers the O accumulator needs.
@@ -723,7 +730,14 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     }
   }
   // Rows mode: each key block's QK, softmax and PV in turn (npairs counts blocks); the other
-  // consumer's run beside them.
+  // consumer's run beside them. With pingpong the turns go QK of consumer 0, QK of 1, PV of 0,
+  // PV of 1, ...: consumer 0 starts with the turn, consumer 1's last PV passes it to no one.
+  auto turn_wait = [&](bool first) {
+    if (PINGPONG && !first) named_sync(C == 0 ? BAR_T0 : BAR_T1, 256);
+  };
+  auto turn_pass = [&](bool last) {
+    if (PINGPONG && !last) named_arrive(C == 0 ? BAR_T1 : BAR_T0, 256);
+  };
 #pragma unroll 1
   for (int t = 0; ROWS && t < npairs; ++t) {
     const int j = first_block(sunit) + t;
@@ -732,7 +746,9 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     const u32 keep_next = KMASK && t + 1 < npairs ? mask_word(j + 1) : 0u;
 #endif
     float s[8][4];
-    qk(t, s);
+    turn_wait(C == 0 && t == 0);
+    qk(t, s);  // its last group in flight
+    turn_pass(false);
     wgmma_wait<0>();
     release(ring, seq_k<C>(t, NP - 1), lane);
     fence_acc(s);
@@ -742,7 +758,14 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     probs(j, s, rmax, pa, g);
     rescale(o, g);
     fence_regs(pa);
-    pv<C, true>(o, pa, sP, ring, t, 0, npairs, lane);
+    if constexpr (PINGPONG) {
+      turn_wait(false);
+      pv<C, false>(o, pa, sP, ring, t, 0, npairs, lane);  // every group in flight
+      turn_pass(C == 1 && t + 1 == npairs);
+      retire_pv<C>(ring, t, 0, npairs, lane);
+    } else {
+      pv<C, true>(o, pa, sP, ring, t, 0, npairs, lane);
+    }
 #if FFPA_DROPOUT
     if (KMASK) keep = keep_next;
 #endif

@@ -281,50 +281,53 @@ TEST_CASE("sm90ws qknext=1 compiles clean at D 72..576", "[nvrtc]") {
 // at D = 320); a bias at D = 320 spills (bind() refuses it), at 256 it does not.
 TEST_CASE("sm90ws rows=1 compiles clean at D 72..320", "[nvrtc]") {
   test::FreshCache cache;
-  auto cfg = [](int slots) {
-    fwd90ws::Config c{slots, 1, 0, 0};
-    c.rows = 1;
-    return c;
-  };
-  for (int bf16 : {1, 0}) {
+  for (int pp : {0, 1}) {
+    auto cfg = [pp](int slots) {
+      fwd90ws::Config c{slots, 1, 0, 0};
+      c.rows = 1;
+      c.pingpong = pp;
+      return c;
+    };
+    for (int bf16 : {1, 0}) {
+      fwd::Features f;
+      f.bf16 = bf16;
+      f.D = 128;
+      compile_clean(cfg(2), f);
+      f.D = 320;
+      for (int slots : {12, 16}) compile_clean(cfg(slots), f);
+    }
     fwd::Features f;
-    f.bf16 = bf16;
-    f.D = 128;
-    compile_clean(cfg(2), f);
-    f.D = 320;
-    for (int slots : {12, 16}) compile_clean(cfg(slots), f);
-  }
-  fwd::Features f;
-  for (int D : {72, 136, 200, 256}) {
-    f.D = D;
-    compile_clean(cfg(8), f);
-  }
-  for (int causal : {1, 2}) {
-    f.causal = causal;
-    f.D = 320;
-    compile_clean(cfg(16), f);
+    for (int D : {72, 136, 200, 256}) {
+      f.D = D;
+      compile_clean(cfg(D > 200 ? 4 : 8), f);
+    }
+    for (int causal : {1, 2}) {
+      f.causal = causal;
+      f.D = 320;
+      compile_clean(cfg(16), f);
+      f.D = 256;
+      compile_clean(cfg(6), f);
+    }
+    f = fwd::Features{};
     f.D = 256;
-    compile_clean(cfg(6), f);
-  }
-  f = fwd::Features{};
-  f.D = 256;
-  for (int bias : {1, 2}) {
-    f.bias = bias;
+    for (int bias : {1, 2}) {
+      f.bias = bias;
+      compile_clean(cfg(16), f);
+    }
+    f = fwd::Features{};
+    f.D = 320;
+    f.dropout = true;
     compile_clean(cfg(16), f);
+    fwd90ws::Config km = cfg(16);
+    km.kmask = 1;
+    compile_clean(km, f);
+    f.causal = 2;
+    compile_clean(km, f);
+    f.D = 256;
+    f.causal = 1;
+    f.bias = 1;
+    compile_clean(km, f);
   }
-  f = fwd::Features{};
-  f.D = 320;
-  f.dropout = true;
-  compile_clean(cfg(16), f);
-  fwd90ws::Config km = cfg(16);
-  km.kmask = 1;
-  compile_clean(km, f);
-  f.causal = 2;
-  compile_clean(km, f);
-  f.D = 256;
-  f.causal = 1;
-  f.bias = 1;
-  compile_clean(km, f);
 }
 
 // In lock-step (their default: seesaw = 0), bf16 with every mask alignment, fp16 without.
@@ -490,6 +493,19 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
   rows.slots = 3;
   CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,
              Catch::Contains("even ring"));
+  rows.slots = 4;
+  rows.pingpong = 1;
+  CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,
+             Catch::Contains("pingpong=1 holds a block's 5 V panels"));
+  CHECK(v->supports(compile_problem(256), rows.knobs(), h200).ok());
+  rows.rows = 0;
+  CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,
+             Catch::Contains("pingpong=1: only the rows mode"));
+  rows.rows = 1;
+  rows.pingpong = 2;
+  CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,
+             Catch::Contains("pingpong is 0 or 1"));
+  rows.pingpong = 0;
   rows.slots = 16;
   rows.rows = 2;
   CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,

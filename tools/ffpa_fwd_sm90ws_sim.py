@@ -19,7 +19,9 @@ threads arrived, whoever they are: an arrival twice before the other side waited
 it wrongly, which the model reports.
 In the rows mode (FFPA_ROWS) one producer fills one ring that both consumers read whole (each its
 own 64 query rows over K and V of every key block, empty barriers counting the 8 warps of both),
-with no named barrier in the key loop.
+with no named barrier in the key loop; with pingpong (FFPA_PINGPONG) the consumers take turns, a
+turn being one QK or one PV: each waits for its turn on its named barrier (consumer 0's first
+turn excepted) and passes it on the other's once its groups are issued, before they retire.
 It checks, for every panel count, O-panel count of a CTA (NPO < NP: D > 512, two CTAs a query
 block), owner of an odd count's extra O panel, ring depth, pair count and cluster size:
   - no deadlock under many random interleavings,
@@ -149,7 +151,7 @@ def producer_order(NP, NPO, own, npairs, c, split=0, lead=False, qknext=False, r
 
 
 def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=False, lead=False,
-             qknext=False, rows=False):
+             qknext=False, rows=False, pingpong=False):
     # The rows mode: one ring of R slots that both consumers read whole, each over all of O;
     # npairs counts key blocks.
     RC = R if rows else R // 2
@@ -161,6 +163,8 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
 
     if rows and (seesaw or ahead or lead or qknext or CL > 1):
         return False  # lock-step knobs only, one CTA: refused
+    if pingpong and (not rows or R < NPO):
+        return False  # the rows mode only, a block's V panels held through the other's turn
     if qknext and (seesaw or ahead or RC < 2 * max(own)):
         return False  # lock-step only, nothing drawn ahead, a pair's V panels held at once
     if lead and (not seesaw or RC < own[0]):
@@ -188,6 +192,7 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
     ctas = []
     for _ in range(CL):
         cta = {"rings": [], "bar": [NamedBarrier("BAR_P0"), NamedBarrier("BAR_P1")],
+               "turn": [NamedBarrier("BAR_T0"), NamedBarrier("BAR_T1")],
                # P tile and maximum of each consumer: (pair written, pairs read by the other)
                "p": [None, None], "p_read": [-1, -1], "p_held": [False, False]}
         for c in range(nrings):
@@ -323,12 +328,28 @@ def simulate(NP, NPO, R, npairs, CL, rng, split=0, seesaw=True, odd=0, ahead=Fal
                     release(cta, c, seq)
             yield True
 
-        if rows:  # each block's K panels (QK), then its V panels (PV), retired as they go
+        if rows:  # each block's K panels (QK), then its V panels (PV)
+            turn = x["turn"]
             for t in range(npairs):
-                yield from group(cta, c, [(seq_k(NP, own, c, t, q, rows=True), ("K", t, q))
-                                          for q in range(NP)])
-                yield from group(cta, c, [(seq_v(NP, own, c, t, 0, k, rows=True), ("V", t, k))
-                                          for k in range(NPO)])
+                kp = [(seq_k(NP, own, c, t, q, rows=True), ("K", t, q)) for q in range(NP)]
+                vp = [(seq_v(NP, own, c, t, 0, k, rows=True), ("V", t, k)) for k in range(NPO)]
+                if not pingpong:  # retired as they go
+                    yield from group(cta, c, kp)
+                    yield from group(cta, c, vp)
+                    continue
+                if c == 1 or t > 0:
+                    yield from turn[c].sync()
+                yield from group(cta, c, kp, keep_last=True)  # the last QK group in flight
+                turn[1 - c].arrive()
+                release(cta, c, kp[-1][0])
+                yield True
+                yield from turn[c].sync()
+                yield from group(cta, c, vp, retire=False)  # every PV group in flight
+                if c == 0 or t + 1 < npairs:
+                    turn[1 - c].arrive()
+                for seq, _ in vp:
+                    release(cta, c, seq)
+                yield True
             return
 
         if qknext:
@@ -438,7 +459,9 @@ def main():
     for NP in (2, 3, 4, 5):
         for R in (2, 4, 6, 8, 12, 16, 18):
             for nblocks in (0, 1, 2, 3, 5, 7):
-                cases += simulate(NP, NP, R, nblocks, 1, rng, seesaw=False, rows=True)
+                for pingpong in (False, True):
+                    cases += simulate(NP, NP, R, nblocks, 1, rng, seesaw=False, rows=True,
+                                      pingpong=pingpong)
     # D > 512: two CTAs a query block, each streaming its share of V (the last partly past D).
     for NP, NPO in ((9, 5), (12, 6), (16, 8)):
         for R in (4, 8, 10, 14):

@@ -116,10 +116,12 @@ class Fwd90wsOp : public Op {
 }  // namespace
 
 constexpr Knob<Config> kKnobs[] = {
-    {"slots", &Config::slots},      {"cluster", &Config::cluster},   {"psmem", &Config::psmem},
-    {"seesaw", &Config::seesaw},    {"oddpanel", &Config::oddpanel}, {"lead", &Config::lead},
-    {"ahead", &Config::ahead},      {"kmask", &Config::kmask},       {"qknext", &Config::qknext},
-    {"tail", &Config::tail, false}, {"rows", &Config::rows}};
+    {"slots", &Config::slots},       {"cluster", &Config::cluster},
+    {"psmem", &Config::psmem},       {"seesaw", &Config::seesaw},
+    {"oddpanel", &Config::oddpanel}, {"lead", &Config::lead},
+    {"ahead", &Config::ahead},       {"kmask", &Config::kmask},
+    {"qknext", &Config::qknext},     {"tail", &Config::tail, false},
+    {"rows", &Config::rows},         {"pingpong", &Config::pingpong}};
 
 Support problem_check(const Problem& pr) {
   const auto& s = pr.shape;
@@ -181,6 +183,9 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.qknext != 0 && c.qknext != 1) return Support::no("qknext is 0 or 1");
   if (c.tail != 0 && c.tail != 1) return Support::no("tail is 0 or 1");
   if (c.rows != 0 && c.rows != 1) return Support::no("rows is 0 or 1");
+  if (c.pingpong != 0 && c.pingpong != 1) return Support::no("pingpong is 0 or 1");
+  if (c.pingpong && !c.rows)
+    return Support::no("pingpong=1: only the rows mode's consumers take turns (rows=1)");
   if (c.kmask && c.ahead)
     return Support::no(
         "ahead=1 with kmask=1: the keep bits come from the mask, nothing is drawn "
@@ -217,6 +222,11 @@ Support check(const Config& c, int D, int smem_limit) {
                          "registers, one CTA, nothing drawn ahead)");
     if (c.slots < 2 || c.slots % 2)
       return Support::no("slots=" + s(c.slots) + ": rows=1 needs an even ring of at least 2");
+    // Taking turns, a consumer holds a block's V panels in flight through the other's turn.
+    const int vpanels = padded_d(D, 64) / 64;
+    if (c.pingpong && c.slots < vpanels)
+      return Support::no("slots=" + s(c.slots) + ": pingpong=1 holds a block's " + s(vpanels) +
+                         " V panels in flight (a ring of at least that many slots)");
     return check_resources(smem_bytes(c, D), smem_limit, Config::threads(), 0);
   }
   // Two rings, one per consumer; in the seesaw consumer 1 keeps the wgmmas over all its V panels of

@@ -34,6 +34,7 @@ struct Config {
                      // default until measured on the GPU: docs/notes/ffpa_fwd_sm90ws.md step 9)
   int rows = 0;      // 1 (D <= 320, lock-step): 128 query rows a CTA, 64 and all of O's columns a
                      // consumer, one K/V ring read by both
+  int pingpong = 0;  // 1 (rows = 1): the consumers take turns at the tensor pipe, QK and PV
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
