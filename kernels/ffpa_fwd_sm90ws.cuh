@@ -372,9 +372,11 @@ __device__ __forceinline__ void retire_pv(const Ring& ring, int t, int i, int np
   for (int k = 0; k < NPC<C>; ++k) release(ring, seq_v<C>(t, i, k, npairs), lane);
 }
 
-// The CTA's unit in shared memory, sunit[U_...] (consume reads it where it uses it). U_NT0: the
-// key blocks consumer 0's rows see in the rows mode (causal masking: fewer than the CTA's).
-enum : int { U_M0, U_KVH, U_B, U_SPLIT, U_JB, U_SLOT, U_NTILE, U_NT0 };
+// The CTA's unit in shared memory, sunit[U_...] (consume reads it where it uses it). U_NT0,
+// U_NT1: the key blocks the rows of consumer 0 and 1 see (with causal masking consumer 0's, and
+// where the CTA spans two heads consumer 1's, may be fewer than the CTA's), those the keep kernel
+// draws for them.
+enum : int { U_M0, U_KVH, U_B, U_SPLIT, U_JB, U_SLOT, U_NT0, U_NT1 };
 __device__ __forceinline__ int first_block(const int* sunit) {  // of the CTA's key range
   return PIECES ? sunit[U_JB] : 0;
 }
@@ -498,11 +500,11 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
     keep = dropout_keep_bits<8, 1>(sdrop->seed, pos((first_block(sunit) + C) * BC + (lane & 3) * 2),
                                    sdrop->kmin, lane);
   // KMASK: this thread's word of key block j; none past the last tile of the consumer's rows (an
-  // odd count's last block, masked out entirely; in the rows mode consumer 0's rows may see
+  // odd count's last block, masked out entirely; in the rows mode a consumer's rows may see
   // fewer blocks than the CTA's) or for a cluster's padding CTA (or a consumer) past the rows.
   auto mask_word = [&](int j) -> u32 {
     const int m0 = sunit[U_M0] + r0;
-    if (m0 >= rows_total || j >= sunit[ROWS && C == 0 ? U_NT0 : U_NTILE]) return 0u;
+    if (m0 >= rows_total || j >= sunit[C == 0 ? U_NT0 : U_NT1]) return 0u;
     const auto km = ffpa_layout::fwd_sm90ws_keep(p.B, p.Hkv, rows_total, p.Nkv);
     const long long rb = ((long long)sunit[U_B] * p.Hkv + sunit[U_KVH]) * km.row_blocks + m0 / WR;
     return __ldg(p.keep_mask + (rb * km.key_blocks + j) * km.kKeepWords + t128);
@@ -1027,8 +1029,11 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
     if (tid == 128) {
       *sdrop = {p.dropout_seed, p.dropout_keep_min};
       sunit[U_M0] = m0, sunit[U_KVH] = kvh, sunit[U_B] = b, sunit[U_SPLIT] = split;
-      sunit[U_JB] = jb, sunit[U_SLOT] = slot, sunit[U_NTILE] = ntile;
-      sunit[U_NT0] = ROWS ? block_span<WR, BC>(p, m0, rows_total).tiles : ntile;
+      sunit[U_JB] = jb, sunit[U_SLOT] = slot, sunit[U_NT0] = sunit[U_NT1] = ntile;
+      if (ROWS) {
+        sunit[U_NT0] = block_span<WR, BC>(p, m0, rows_total).tiles;
+        sunit[U_NT1] = m0 + WR < rows_total ? block_span<WR, BC>(p, m0 + WR, rows_total).tiles : 0;
+      }
     }
     {
       const u16* qb = static_cast<const u16*>(p.q) + b * p.q_batch_stride;
