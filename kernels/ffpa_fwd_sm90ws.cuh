@@ -149,8 +149,9 @@ static_assert(SPLIT == 1 || CL == 1, "the CTAs of a split read different V panel
 static_assert(CL == 1 || CL == 2, "cluster of 1 or 2 CTAs");
 static_assert(R % 2 == 0 && RC >= 2, "two rings of at least two slots (rows mode: one ring)");
 // In the seesaw consumer 1 keeps its P_0 V_2t groups in flight through its softmax, so its ring
-// holds all its V panels of a block at once (check() refuses smaller rings with the reason).
-static_assert(RC >= NP1, "consumer 1's ring holds its V panels of a block");
+// holds all its V panels of a block at once (check() refuses smaller rings with the reason; the
+// rows mode retires its groups as it goes, or holds them with pingpong, below).
+static_assert(ROWS || RC >= NP1, "consumer 1's ring holds its V panels of a block");
 // Drawing ahead, consumer 0 holds its P_0 V_2t groups in flight too.
 static_assert(!(AHEAD || LEAD) || RC >= NP0, "consumer 0's ring holds its V panels of a block");
 static_assert(!(AHEAD && KMASK), "the keep bits are drawn ahead or read from the mask, not both");

@@ -37,7 +37,7 @@ void compile_clean(const fwd90ws::Config& c, const fwd::Features& f) {
 
 TEST_CASE("sm90ws default configurations compile clean", "[nvrtc]") {
   test::FreshCache cache;
-  for (int D : {320, 384, 448, 512, 576, 768, 1024})
+  for (int D : {256, 320, 384, 448, 512, 576, 768, 1024})
     for (Dtype dt : {Dtype::bf16, Dtype::fp16})
       for (Causal causal : {Causal::none, Causal::bottom_right, Causal::top_left}) {
         if (dt == Dtype::fp16 && causal != Causal::none) continue;
@@ -54,7 +54,9 @@ TEST_CASE("sm90ws default configurations compile clean", "[nvrtc]") {
       p.bias = bias;
       const fwd90ws::Config c = fwd90ws::default_config(p);
       CHECK(c.kmask == 1);
-      CHECK(c.seesaw == (bias == BiasKind::none));
+      // D = 320 without a bias: the rows mode (lock-step by construction).
+      CHECK(c.rows == (D == 320 && bias == BiasKind::none));
+      CHECK(c.seesaw == (bias == BiasKind::none && !c.rows));
       compile_clean(c, fwd::Features::of(p));
     }
   Problem big = compile_problem(512);

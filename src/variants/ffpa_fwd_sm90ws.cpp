@@ -151,6 +151,11 @@ Knobs Config::knobs() const {
 Config default_config(const Problem& pr) {
   Config c;
   const int D = static_cast<int>(pr.shape.D);
+  // 128 rows a CTA, each consumer all of O, where O fits (D <= 320): at D = 320 on an H100 the
+  // tuner chose it on every row without a bias, 549 TFLOPS self against 487 before
+  // (docs/notes/ffpa_fwd_sm90ws.md step 13). With a bias it spills at D = 320 and is unmeasured
+  // below.
+  c.rows = D <= kMaxRowsD && pr.bias == BiasKind::none;
   // 16 slots (two rings of 8) fit beside Q and the two P tiles up to D = 512; 12 and 18 ran
   // 20 % slower at D = 512 (docs/notes/ffpa_fwd_sm90ws.md). Past D = 512 Q takes up to 128 KB:
   // as many as fit (10 at D = 1024).
@@ -161,7 +166,7 @@ Config default_config(const Problem& pr) {
   // The seesaw puts both softmaxes of a pair in its critical path: with a bias or dropout drawn
   // in the softmax (long softmaxes) it ran 13-20 % slower than lock-step on the H200
   // (docs/notes/ffpa_fwd_sm90ws.md); with the keep mask it runs ahead of lock-step.
-  c.seesaw = pr.bias == BiasKind::none && (pr.dropout == 0.0 || c.kmask);
+  c.seesaw = !c.rows && pr.bias == BiasKind::none && (pr.dropout == 0.0 || c.kmask);
   // cluster = 2 (K/V multicast) ran at a third of cluster = 1's speed on the H200
   // (docs/notes/ffpa_fwd_sm90ws.md): one CTA per query block until that is understood.
   return c;
