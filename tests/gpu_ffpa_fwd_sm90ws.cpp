@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "ffpa_support.hpp"
+#include "fwd90ws_cases.hpp"
 #include "gpu/cuda.hpp"
 #include "tensors/tensors.hpp"
 #include "variants/ffpa_fwd_sm90ws.hpp"
@@ -345,110 +346,14 @@ TEST_CASE("sm90ws: the last wave's query blocks split by key range (tail)", "[gp
 // softmax and from the keep mask (D = 320 and 512), the last wave's pieces, both dtypes.
 TEST_CASE("sm90ws: the next pair's QK before the PVs (qknext=1)", "[gpu]") {
   if (!hopper()) return;
-  auto cfg = [](int slots, int odd = 0) {
-    fwd90ws::Config c{slots, 1, 0, 0, odd};
-    c.qknext = 1;
-    return c;
-  };
-  for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
-    expect_close(make(1, 2, 2, 128, 64, 128, dt), cfg(4));    // one pair, its second block masked
-    expect_close(make(2, 4, 2, 333, 517, 512, dt), cfg(16));  // rings of 2 NPC slots
-    for (int odd : {0, 1}) expect_close(make(2, 8, 2, 130, 1000, 320, dt), cfg(12, odd));
-  }
-  for (int D : {72, 136, 384, 448}) expect_close(make(1, 4, 2, 200, 390, D), cfg(18));
-  expect_close(make(1, 2, 2, 200, 390, 576), cfg(12));
-  for (Causal c : {Causal::bottom_right, Causal::top_left}) {
-    Problem p = make(1, 4, 2, 400, 300, 320);  // bottom-right: rows that see no key
-    p.causal = c;
-    expect_close(p, cfg(16));
-    Problem q = make(1, 4, 4, 300, 400, 512);
-    q.causal = c;
-    expect_close(q, cfg(18));
-  }
-  for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full})
-    for (BiasDtype md : {BiasDtype::fp32, BiasDtype::input}) {
-      Problem p = make(2, 4, 2, 90, 140, 320);
-      p.bias = m;
-      p.bias_dtype = md;
-      expect_close(p, cfg(16));
-    }
-  Problem d = make(2, 4, 2, 300, 453, 320);
-  d.dropout = 0.1;
-  expect_close(d, cfg(16));
-  fwd90ws::Config km = cfg(16);
-  km.kmask = 1;
-  expect_close(d, km);
-  d.causal = Causal::top_left;
-  d.bias = BiasKind::key;
-  expect_close(d, km);
-  Problem d512 = make(1, 4, 2, 200, 333, 512);  // the dropout row's head dim, both ways
-  d512.dropout = 0.1;
-  km.slots = 18;
-  expect_close(d512, km);
-  km.kmask = 0;
-  expect_close(d512, km);
-  fwd90ws::Config tail = cfg(16);
-  tail.tail = 1;
-  expect_close(make(1, 1, 1, 150, 1000, 320), tail, 8);
+  for (const test::Fwd90wsCase& c : test::qknext_cases()) expect_close(c.problem, c.config, c.sms);
 }
 
 // The rows mode: 128 query rows a CTA, 64 and all of O's columns a consumer, one ring read by
-// both. Rows past the last (consumer 1 of the last CTA with few or none), GQA packing across the
-// consumers' boundary, causal blocks consumer 0's rows do not see, every bias shape, dropout
-// drawn in the softmax and from the mask (whose row blocks are the consumers'), the tail split;
-// each with the consumers taking turns (pingpong) and without.
+// both, with the consumers taking turns (pingpong) and without (test::rows_cases).
 TEST_CASE("sm90ws: 128 rows a CTA, each consumer all of O (rows=1)", "[gpu]") {
   if (!hopper()) return;
-  for (int pp : {0, 1}) {
-    auto cfg = [pp](int slots) {
-      fwd90ws::Config c{slots, 1, 0, 0};
-      c.rows = 1;
-      c.pingpong = pp;
-      return c;
-    };
-    for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
-      expect_close(make(1, 1, 1, 128, 64, 128, dt), cfg(2));   // one CTA, one key block
-      expect_close(make(1, 1, 1, 128, 200, 128, dt), cfg(2));  // a ring of two slots, 4 blocks
-      expect_close(make(2, 4, 2, 333, 517, 320, dt), cfg(16));
-      expect_close(make(1, 2, 2, 1000, 1000, 320, dt), cfg(12));
-    }
-    for (int D : {72, 136, 200, 256})
-      expect_close(make(1, 4, 2, 200, 390, D), cfg(D > 200 ? 4 : 8));
-    expect_close(make(1, 8, 1, 100, 300, 320), cfg(4));  // MQA: 800 packed rows
-    expect_close(make(1, 2, 2, 70, 129, 320), cfg(6));   // consumer 1 of each CTA: 6 rows
-    for (Causal c : {Causal::bottom_right, Causal::top_left}) {
-      Problem p = make(1, 4, 2, 400, 300, 320);  // bottom-right: rows that see no key
-      p.causal = c;
-      expect_close(p, cfg(16));
-      Problem q = make(2, 4, 4, 300, 400, 256);
-      q.causal = c;
-      expect_close(q, cfg(6));
-    }
-    for (BiasKind m : {BiasKind::key, BiasKind::query_key, BiasKind::full})
-      for (BiasDtype md : {BiasDtype::fp32, BiasDtype::input}) {
-        Problem p = make(2, 4, 2, 90, 140, 256);
-        p.bias = m;
-        p.bias_dtype = md;
-        expect_close(p, cfg(16));
-      }
-    Problem d = make(2, 4, 2, 300, 453, 320);
-    d.dropout = 0.1;
-    expect_close(d, cfg(16));
-    fwd90ws::Config km = cfg(16);
-    km.kmask = 1;
-    expect_close(d, km);
-    d.causal = Causal::top_left;
-    expect_close(d, km);
-    Problem db = make(1, 4, 2, 200, 333, 256);
-    db.dropout = 0.1;
-    db.causal = Causal::bottom_right;
-    db.bias = BiasKind::key;
-    expect_close(db, km);
-    fwd90ws::Config tail = cfg(16);
-    tail.tail = 1;
-    expect_close(make(1, 1, 1, 150, 1000, 320), tail, 8);
-    expect_close(make(1, 2, 1, 300, 1000, 256), tail, 3);
-  }
+  for (const test::Fwd90wsCase& c : test::rows_cases()) expect_close(c.problem, c.config, c.sms);
 }
 
 // The same cases with the own P read from shared memory (psmem): if one path fails and the other

@@ -5,9 +5,13 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <functional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "ffpa_support.hpp"
+#include "fwd90ws_cases.hpp"
 #include "gpu/nvrtc.hpp"
 #include "support.hpp"
 #include "tuning/grid.hpp"
@@ -219,117 +223,20 @@ TEST_CASE("sm90ws kmask=1 compiles clean at D 320, 512 and 1024", "[nvrtc]") {
     }
 }
 
-// "sm90ws: the next pair's QK before the PVs": the next S accumulators in flight beside the PV
-// groups, P loaded from sP each pair, in every head-dim regime the GPU test runs (72..576, the
-// odd O panel either way, two CTAs a query block at 576), causal, every bias dtype and dropout
-// (drawn, or from the mask beside a bias and causal masking) at D = 320, dropout both ways at
-// D = 512, both dtypes.
+// The GPU test's qknext configurations (test::qknext_cases): the next S accumulators in flight
+// beside the PV groups, P loaded from sP each pair, D = 72..576, both dtypes.
 TEST_CASE("sm90ws qknext=1 compiles clean at D 72..576", "[nvrtc]") {
   test::FreshCache cache;
-  auto cfg = [](int slots, int odd = 0) {
-    fwd90ws::Config c{slots, 1, 0, 0, odd};
-    c.qknext = 1;
-    return c;
-  };
-  for (int bf16 : {1, 0}) {
-    fwd::Features f;
-    f.bf16 = bf16;
-    f.D = 128;
-    compile_clean(cfg(4), f);
-    f.D = 512;
-    compile_clean(cfg(16), f);
-    f.D = 320;
-    for (int odd : {0, 1}) compile_clean(cfg(12, odd), f);
-  }
-  fwd::Features f;
-  for (int D : {72, 136, 384, 448}) {
-    f.D = D;
-    compile_clean(cfg(16), f);
-  }
-  f.D = 576;
-  compile_clean(cfg(12), f);
-  for (int causal : {1, 2}) {
-    f.causal = causal;
-    for (int D : {320, 512}) {
-      f.D = D;
-      compile_clean(cfg(16), f);
-    }
-  }
-  f = fwd::Features{};
-  f.D = 320;
-  for (int bias : {1, 2}) {
-    f.bias = bias;
-    compile_clean(cfg(16), f);
-  }
-  f.bias = 0;
-  f.dropout = true;
-  compile_clean(cfg(16), f);
-  fwd90ws::Config km = cfg(16);
-  km.kmask = 1;
-  compile_clean(km, f);
-  f.causal = 2;
-  f.bias = 1;
-  compile_clean(km, f);
-  // The dropout row at D = 512: drawn in the softmax, or from the mask.
-  f = fwd::Features{};
-  f.dropout = true;
-  km.slots = 16;
-  compile_clean(km, f);
-  km.kmask = 0;
-  compile_clean(km, f);
+  for (const test::Fwd90wsCase& c : test::qknext_cases())
+    compile_clean(c.config, fwd::Features::of(c.problem));
 }
 
 // The rows mode at the GPU test's configurations: O of 64 rows x D in a consumer (160 registers
 // at D = 320); a bias at D = 320 spills (bind() refuses it), at 256 it does not.
 TEST_CASE("sm90ws rows=1 compiles clean at D 72..320", "[nvrtc]") {
   test::FreshCache cache;
-  for (int pp : {0, 1}) {
-    auto cfg = [pp](int slots) {
-      fwd90ws::Config c{slots, 1, 0, 0};
-      c.rows = 1;
-      c.pingpong = pp;
-      return c;
-    };
-    for (int bf16 : {1, 0}) {
-      fwd::Features f;
-      f.bf16 = bf16;
-      f.D = 128;
-      compile_clean(cfg(2), f);
-      f.D = 320;
-      for (int slots : {12, 16}) compile_clean(cfg(slots), f);
-    }
-    fwd::Features f;
-    for (int D : {72, 136, 200, 256}) {
-      f.D = D;
-      compile_clean(cfg(D > 200 ? 4 : 8), f);
-    }
-    for (int causal : {1, 2}) {
-      f.causal = causal;
-      f.D = 320;
-      compile_clean(cfg(16), f);
-      f.D = 256;
-      compile_clean(cfg(6), f);
-    }
-    f = fwd::Features{};
-    f.D = 256;
-    for (int bias : {1, 2}) {
-      f.bias = bias;
-      compile_clean(cfg(16), f);
-    }
-    f = fwd::Features{};
-    f.D = 320;
-    f.dropout = true;
-    compile_clean(cfg(16), f);
-    fwd90ws::Config km = cfg(16);
-    km.kmask = 1;
-    compile_clean(km, f);
-    f.causal = 2;
-    compile_clean(km, f);
-    f.D = 256;
-    f.causal = 1;
-    f.bias = 1;
-    compile_clean(km, f);
-  }
+  for (const test::Fwd90wsCase& c : test::rows_cases())
+    compile_clean(c.config, fwd::Features::of(c.problem));
 }
 
 // In lock-step (their default: seesaw = 0), bf16 with every mask alignment, fp16 without.
@@ -465,58 +372,44 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
   CHECK(v->supports(compile_problem(320), fwd90ws::Config{6, 1, 0, 1, 0, 1}.knobs(), h200).ok());
   CHECK_THAT(v->supports(p512, fwd90ws::Config{8, 4}.knobs(), h200).reason,
              Catch::Contains("cluster"));
-  // The rows mode: D up to 320, lock-step knobs only, one CTA.
+  // The rows mode: D up to 320, lock-step knobs only, one CTA, an even ring (with pingpong one
+  // that holds a block's V panels), 128 rows of Q in shared memory.
   fwd90ws::Config rows{16, 1, 0, 0};
   rows.rows = 1;
   CHECK(v->supports(compile_problem(320), rows.knobs(), h200).ok());
   CHECK(v->supports(compile_problem(72), rows.knobs(), h200).ok());
-  CHECK_THAT(v->supports(compile_problem(384), rows.knobs(), h200).reason,
-             Catch::Contains("rows=1: D=384 > 320"));
-  for (auto [knob, what] : {std::pair{&fwd90ws::Config::seesaw, "seesaw=1"},
-                            {&fwd90ws::Config::psmem, "psmem=1"},
-                            {&fwd90ws::Config::qknext, "qknext=1"},
-                            {&fwd90ws::Config::oddpanel, "oddpanel=1"}}) {
-    fwd90ws::Config c = rows;
-    c.*knob = 1;
-    CHECK_THAT(v->supports(compile_problem(320), c.knobs(), h200).reason,
-               Catch::Contains(std::string("rows=1 with ") + what));
-  }
-  rows.cluster = 2;
-  CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,
-             Catch::Contains("rows=1 with cluster=2"));
-  rows.cluster = 1;
-  rows.ahead = 1;
-  CHECK_THAT(v->supports(drop320, rows.knobs(), h200).reason,
-             Catch::Contains("rows=1 with ahead=1"));
-  rows.ahead = 0;
   rows.kmask = 1;
   CHECK_NOTHROW(fwd90ws::compile_for(drop320, rows, h200));
   rows.kmask = 0;
-  rows.slots = 3;
-  CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,
-             Catch::Contains("even ring"));
-  rows.slots = 4;
-  rows.pingpong = 1;
-  CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,
-             Catch::Contains("pingpong=1 holds a block's 5 V panels"));
-  CHECK(v->supports(compile_problem(256), rows.knobs(), h200).ok());
-  rows.rows = 0;
-  CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,
-             Catch::Contains("pingpong=1: only the rows mode"));
-  rows.rows = 1;
-  rows.pingpong = 2;
-  CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,
-             Catch::Contains("pingpong is 0 or 1"));
-  rows.pingpong = 0;
-  rows.slots = 16;
-  rows.rows = 2;
-  CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,
-             Catch::Contains("rows is 0 or 1"));
-  // 128 rows of Q (80 KB at D = 320) beside 18 slots: too much shared memory.
-  rows.rows = 1;
-  rows.slots = 18;
-  CHECK_THAT(v->supports(compile_problem(320), rows.knobs(), h200).reason,
-             Catch::Contains("shared memory"));
+  fwd90ws::Config turns = rows;
+  turns.slots = 4;
+  turns.pingpong = 1;
+  CHECK(v->supports(compile_problem(256), turns.knobs(), h200).ok());
+  using Change = std::function<void(fwd90ws::Config&)>;
+  const std::vector<std::tuple<Change, int, const char*>> refused = {
+      {[](fwd90ws::Config&) {}, 384, "rows=1: D=384 > 320"},
+      {[](fwd90ws::Config& c) { c.seesaw = 1; }, 320, "rows=1 with seesaw=1"},
+      {[](fwd90ws::Config& c) { c.psmem = 1; }, 320, "rows=1 with psmem=1"},
+      {[](fwd90ws::Config& c) { c.qknext = 1; }, 320, "rows=1 with qknext=1"},
+      {[](fwd90ws::Config& c) { c.oddpanel = 1; }, 320, "rows=1 with oddpanel=1"},
+      {[](fwd90ws::Config& c) { c.ahead = 1; }, 320, "rows=1 with ahead=1"},
+      {[](fwd90ws::Config& c) { c.cluster = 2; }, 320, "rows=1 with cluster=2"},
+      {[](fwd90ws::Config& c) { c.slots = 3; }, 320, "even ring"},
+      {[](fwd90ws::Config& c) { c.slots = 4, c.pingpong = 1; }, 320,
+       "pingpong=1 holds a block's 5 V panels"},
+      {[](fwd90ws::Config& c) { c.rows = 0, c.pingpong = 1; }, 320,
+       "pingpong=1: only the rows mode"},
+      {[](fwd90ws::Config& c) { c.pingpong = 2; }, 320, "pingpong is 0 or 1"},
+      {[](fwd90ws::Config& c) { c.rows = 2; }, 320, "rows is 0 or 1"},
+      // 128 rows of Q (80 KB at D = 320) beside 18 slots.
+      {[](fwd90ws::Config& c) { c.slots = 18; }, 320, "shared memory"},
+  };
+  for (const auto& [change, D, reason] : refused) {
+    fwd90ws::Config c = rows;
+    change(c);
+    INFO(to_string(c.knobs()) << " D=" << D);
+    CHECK_THAT(v->supports(compile_problem(D), c.knobs(), h200).reason, Catch::Contains(reason));
+  }
   // Every default fits the H200 at every D it accepts.
   for (int D = fwd90ws::kMinD; D <= fwd90ws::kMaxD; D += 8)
     CHECK(fwd90ws::check(fwd90ws::default_config(compile_problem(D)), D, h200.smem_per_block_optin)
