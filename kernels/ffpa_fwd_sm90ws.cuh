@@ -444,7 +444,8 @@ __device__ __forceinline__ void consume(const FfpaFwdParams& p, u32 sQ, u32 sP, 
   const Ring ring = ring_of<C>(sQ);
   const int t128 = threadIdx.x & 127, lane = t128 & 31, wq = t128 >> 5;
   const int r0 = ROWS ? WR * C : 0;  // the consumer's first row in the CTA's
-  float* smax = sstat;               // [2][BR]: the running maximum each consumer published
+  // [2][BR]: the running maximum each consumer published (the rows mode reserves none, reads none)
+  float* smax = sstat;
   float* ssum = sstat + 2 * BR;      // [2][BR]
   // This thread's element pair (row half h, n8 group n) of a P tile, in the A-fragment layout.
   auto p_at = [&](u32 tile, int h, int n) {

@@ -14,7 +14,7 @@ struct FwdSm90ws {
 
   int ring;   // the slots of both rings (rows mode: of the one ring)
   int p;      // sP[0], sP[1] (none in the rows mode)
-  int stats;  // row maxima and sums of both consumers, floats
+  int stats;  // row maxima and sums of both consumers, floats (none in the rows mode)
   int rows;   // query index and q head per row, ints
   int drop;   // dropout seed and p (16 bytes)
   int unit;   // the CTA's unit of work and key range, ints (32 bytes)
@@ -36,7 +36,7 @@ FFPA_LAYOUT_FN FwdSm90ws fwd_sm90ws_layout(int dp, int slots, int rows_mode) {
   l.ring = br * dp * 2;
   l.p = l.ring + slots * L::kPanel;
   l.stats = l.p + (rows_mode ? 0 : 2 * L::kRows * L::kKeys * 2);
-  l.rows = l.stats + 4 * br * 4;
+  l.rows = l.stats + (rows_mode ? 0 : 4 * br * 4);
   l.drop = l.rows + 2 * br * 4;
   l.unit = l.drop + 16;
   l.bars = l.unit + 32;

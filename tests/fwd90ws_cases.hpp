@@ -101,13 +101,14 @@ inline std::vector<Fwd90wsCase> rows_cases() {
     for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
       out.push_back({make(1, 1, 1, 128, 64, 128, dt), cfg(2)});
       out.push_back({make(1, 1, 1, 128, 200, 128, dt), cfg(2)});
-      out.push_back({make(2, 4, 2, 333, 517, 320, dt), cfg(16)});
+      // 18 slots: the deepest ring beside 128 rows of Q at D = 320.
+      out.push_back({make(2, 4, 2, 333, 517, 320, dt), cfg(dt == Dtype::bf16 ? 16 : 18)});
       out.push_back({make(1, 2, 2, 1000, 1000, 320, dt), cfg(12)});
     }
     for (int D : {72, 136, 200, 256})
       out.push_back({make(1, 4, 2, 200, 390, D), cfg(D > 200 ? 4 : 8)});
     out.push_back({make(1, 8, 1, 100, 300, 320), cfg(6)});  // MQA: 800 packed rows
-    out.push_back({make(1, 2, 2, 70, 129, 320), cfg(6)});   // consumer 1 of each CTA: 6 rows
+    out.push_back({make(1, 2, 2, 198, 129, 320), cfg(6)});  // consumer 1 of the last CTA: 6 rows
     lockstep_cases(out, cfg, make(2, 4, 4, 300, 400, 256), 6, 256);
     fwd90ws::Config tail = cfg(16);
     tail.tail = 1;

@@ -225,6 +225,19 @@ TEST_CASE("sm90ws kmask=1 compiles clean at D 320, 512 and 1024", "[nvrtc]") {
 
 // The GPU test's qknext configurations (test::qknext_cases): the next S accumulators in flight
 // beside the PV groups, P loaded from sP each pair, D = 72..576, both dtypes.
+// Every case the GPU test runs is one the variant accepts (a case it refuses fails there, after a
+// staging and a GPU call).
+TEST_CASE("sm90ws: the GPU test's case lists are supported", "[plan]") {
+  const gpu::DeviceInfo h200 = test::h200();
+  for (const auto& list : {test::qknext_cases(), test::rows_cases()})
+    for (const test::Fwd90wsCase& c : list) {
+      INFO(test::describe(c.problem) << " " << to_string(c.config.knobs()));
+      CHECK(fwd90ws::problem_check(c.problem).reason == "");
+      CHECK(fwd90ws::check(c.config, static_cast<int>(c.problem.shape.D), h200.smem_per_block_optin)
+                .reason == "");
+    }
+}
+
 TEST_CASE("sm90ws qknext=1 compiles clean at D 72..576", "[nvrtc]") {
   test::FreshCache cache;
   for (const test::Fwd90wsCase& c : test::qknext_cases())
@@ -401,8 +414,8 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
        "pingpong=1: only the rows mode"},
       {[](fwd90ws::Config& c) { c.pingpong = 2; }, 320, "pingpong is 0 or 1"},
       {[](fwd90ws::Config& c) { c.rows = 2; }, 320, "rows is 0 or 1"},
-      // 128 rows of Q (80 KB at D = 320) beside 18 slots.
-      {[](fwd90ws::Config& c) { c.slots = 18; }, 320, "shared memory"},
+      // 128 rows of Q (80 KB at D = 320) beside 20 slots.
+      {[](fwd90ws::Config& c) { c.slots = 20; }, 320, "shared memory"},
   };
   for (const auto& [change, D, reason] : refused) {
     fwd90ws::Config c = rows;
