@@ -223,8 +223,6 @@ TEST_CASE("sm90ws kmask=1 compiles clean at D 320, 512 and 1024", "[nvrtc]") {
     }
 }
 
-// The GPU test's qknext configurations (test::qknext_cases): the next S accumulators in flight
-// beside the PV groups, P loaded from sP each pair, D = 72..576, both dtypes.
 // Every case the GPU test runs is one the variant accepts (a case it refuses fails there, after a
 // staging and a GPU call).
 TEST_CASE("sm90ws: the GPU test's case lists are supported", "[plan]") {
@@ -238,6 +236,8 @@ TEST_CASE("sm90ws: the GPU test's case lists are supported", "[plan]") {
     }
 }
 
+// The GPU test's qknext configurations (test::qknext_cases): the next S accumulators in flight
+// beside the PV groups, P loaded from sP each pair, D = 72..576, both dtypes.
 TEST_CASE("sm90ws qknext=1 compiles clean at D 72..576", "[nvrtc]") {
   test::FreshCache cache;
   for (const test::Fwd90wsCase& c : test::qknext_cases())

@@ -207,6 +207,7 @@ Support check(const Config& c, int D, int smem_limit) {
   if (D % 8 || D < kMinD || D > kMaxD)
     return Support::no("D=" + s(D) + ": ffpa-fwd-sm90ws needs a multiple of 8 in " + s(kMinD) +
                        ".." + s(kMaxD));
+  const int opanels = (padded_d(D, 64) / 64 + splits(D) - 1) / splits(D);  // of a CTA
   if (c.rows) {
     // Each consumer holds its 64 rows of the whole O and computes its own softmax: nothing
     // to offset, split or exchange.
@@ -228,16 +229,14 @@ Support check(const Config& c, int D, int smem_limit) {
     if (c.slots < 2 || c.slots % 2)
       return Support::no("slots=" + s(c.slots) + ": rows=1 needs an even ring of at least 2");
     // Taking turns, a consumer holds a block's V panels in flight through the other's turn.
-    const int vpanels = padded_d(D, 64) / 64;
-    if (c.pingpong && c.slots < vpanels)
-      return Support::no("slots=" + s(c.slots) + ": pingpong=1 holds a block's " + s(vpanels) +
+    if (c.pingpong && c.slots < opanels)
+      return Support::no("slots=" + s(c.slots) + ": pingpong=1 holds a block's " + s(opanels) +
                          " V panels in flight (a ring of at least that many slots)");
     return check_resources(smem_bytes(c, D), smem_limit, Config::threads(), 0);
   }
   // Two rings, one per consumer; in the seesaw consumer 1 keeps the wgmmas over all its V panels of
   // a key block in flight through its softmax, so its ring holds them all (checked in lock-step
   // too: one rule for every configuration).
-  const int opanels = (padded_d(D, 64) / 64 + splits(D) - 1) / splits(D);  // of a CTA
   if (c.oddpanel == 1 && opanels % 2 == 0)
     return Support::no("oddpanel=1: D=" + s(D) + " gives a CTA an even count of O panels (" +
                        s(opanels) + "), the same kernel as oddpanel=0");
