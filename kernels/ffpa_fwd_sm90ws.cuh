@@ -395,17 +395,36 @@ __device__ __forceinline__ int first_block(const int* sunit) {  // of the CTA's 
 // of row 1) and sends the other two, placed where the partner keeps them, in one shuffle. The
 // keep kernel is bound by the integer ALU pipe (the Philox XORs and compares): placing the bits
 // directly saves the slice-wise swaps and a permutation of the word.
+// 2 acc + (x >= kmin), given negk = 2^32 - kmin (kmin > 0): x + negk carries out exactly when
+// x >= kmin, and the carry feeds a multiply-add: one instruction on the integer ALU pipe (which
+// binds the keep kernel) and one on the FMA pipe a decision, where a compare, a select and a share
+// of an OR took ~2.5 on the ALU pipe. An addition's carry, not a subtraction's borrow: sub.cc
+// then madc compiled to IADD3 with -kmin and IMAD.X taking that addition's carry (x >= kmin),
+// not the borrow PTX documents for sub.cc, and the mask came out inverted on an H100.
+__device__ __forceinline__ u32 shift_in_keep(u32 acc, u32 x, u32 negk) {
+  u32 out;
+  asm("{\n\t.reg .u32 t;\n\tadd.cc.u32 t, %1, %2;\n\tmadc.lo.u32 %0, %3, 2, 0;\n\t}"
+      : "=r"(out)
+      : "r"(x), "r"(negk), "r"(acc));
+  return out;
+}
 __device__ __forceinline__ u32 keep_mask_word(unsigned long long seed, unsigned long long g,
                                               u32 kmin, int lane) {
   const u32 o = (u32)g & 3;  // the same for every slice: they are 8 apart
   u32 p01 = 0, p23 = 0;      // decisions of keys 0, 1 and of keys 2, 3, at bits 7 - n, 15 - n
-  if (o == 0) {
+  if (kmin == 0) {  // every word keeps (a probability below the smallest uniform)
+    p01 = p23 = 0xffffu;
+  } else if (o == 0) {
+    const u32 negk = 0u - kmin;
+    u32 d[4] = {0, 0, 0, 0};  // word w's keeps, shifted in: slice n at bit 7 - n
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
       const FfpaPhilox4 r = ffpa_philox_block(seed, (g >> 2) + n * 2);
-      p01 |= (u32)(r.x[0] >= kmin) << (7 - n) | (u32)(r.x[1] >= kmin) << (15 - n);
-      p23 |= (u32)(r.x[2] >= kmin) << (7 - n) | (u32)(r.x[3] >= kmin) << (15 - n);
+#pragma unroll
+      for (int w = 0; w < 4; ++w) d[w] = shift_in_keep(d[w], r.x[w], negk);
     }
+    p01 = d[0] | d[1] << 8;
+    p23 = d[2] | d[3] << 8;
   } else {
 #pragma unroll 1
     for (int n = 0; n < 8; ++n) {
