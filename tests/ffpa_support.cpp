@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace ffpa::test {
@@ -70,7 +72,48 @@ void check_clean(const nvrtc::Compiled& comp, std::initializer_list<const char*>
     CHECK(it->second.spill_stores == 0);
     CHECK(it->second.spill_loads == 0);
     CHECK(it->second.stack_bytes == 0);
+    CHECK(sass_count(comp, k, "MEMBAR.ALL.GPU") <= 2);
   }
+}
+
+int sass_count(const nvrtc::Compiled& comp, const std::string& kernel, const std::string& opcode) {
+  TempDir dir;
+  const std::string cubin = (dir.path() / "k.cubin").string();
+  {
+    std::ofstream out(cubin, std::ios::binary);
+    out.write(comp.cubin.data(), static_cast<std::streamsize>(comp.cubin.size()));
+    REQUIRE(out.good());
+  }
+  const std::string cmd = std::string("'") + FFPA_NVDISASM + "' -c '" + cubin + "' 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  REQUIRE(pipe);
+  // Functions start at their ".text.NAME:" label; an instruction line reads
+  // "/*0850*/  [@P0] OPCODE ...".
+  const std::string label = ".text." + kernel + ":";
+  std::string line, text;
+  bool in = false, seen = false;
+  int n = 0;
+  char buf[4096];
+  while (fgets(buf, sizeof buf, pipe.get())) {
+    line = buf;
+    text += line;
+    if (line.rfind(".text.", 0) == 0) {
+      in = line.rfind(label, 0) == 0;
+      seen = seen || in;
+      continue;
+    }
+    if (!in) continue;
+    std::istringstream words(line);
+    std::string w;
+    while (words >> w) {
+      if (w.rfind("/*", 0) == 0 || w[0] == '@') continue;
+      if (w.rfind(opcode, 0) == 0) ++n;
+      break;
+    }
+  }
+  INFO("nvdisasm output (first 2000 characters):\n" << text.substr(0, 2000));
+  REQUIRE(seen);
+  return n;
 }
 
 uint16_t to_bf16(float f) {

@@ -40,8 +40,16 @@ struct FreshCache {
   ~FreshCache();
 };
 
-// A compiled cubin with ptxas reports for `kernels`: 1..255 registers, no spills, no stack frame.
+// A compiled cubin with ptxas reports for `kernels`: 1..255 registers, no spills, no stack frame,
+// and at most two GPU-wide memory barriers in each kernel's SASS: one at a kernel's start or end
+// is a cluster barrier's release; one a loop iteration (an arrival or fence at cluster or GPU
+// scope) shows as many, and waits for every memory access in flight each time (ffpa-fwd-sm90ws
+// with cluster = 2 had 66 and ran three times slower).
 void check_clean(const nvrtc::Compiled&, std::initializer_list<const char*> kernels);
+
+// SASS instructions of `kernel` in the cubin whose mnemonic starts with `opcode` (e.g.
+// "MEMBAR.ALL.GPU"), read with nvdisasm (FFPA_NVDISASM).
+int sass_count(const nvrtc::Compiled&, const std::string& kernel, const std::string& opcode);
 
 uint16_t to_bf16(float);  // round to nearest even (inputs are finite)
 

@@ -131,6 +131,24 @@ TEST_CASE("sm90ws configurations of the GPU test compile clean", "[nvrtc]") {
   compile_clean(fwd90ws::Config{18, 2, 1, 0}, g);
 }
 
+// cluster = 2: a consumer frees a ring slot in both CTAs by remote arrivals, once a warp and
+// panel; an arrival with a cluster-scope release compiles to MEMBAR.ALL.GPU before it (66 in the
+// D = 512 seesaw kernel until 5be72d8; check_clean allows two), the seesaw and lock-step, D = 320
+// and 512.
+TEST_CASE("sm90ws cluster=2 frees ring slots without GPU-wide fences", "[nvrtc]") {
+  test::FreshCache cache;
+  for (int D : {320, 512})
+    for (int seesaw : {0, 1}) {
+      fwd::Features f;
+      f.D = D;
+      const fwd90ws::Config c{16, 2, 0, seesaw};
+      compile_clean(c, f);
+      const nvrtc::Compiled comp = fwd90ws::compile(c, f);
+      CHECK(test::sass_count(comp, "ffpa_fwd_sm90ws_kernel", "WARPGROUP.ARRIVE") > 0);
+      CHECK(test::sass_count(comp, "ffpa_fwd_sm90ws_kernel", "MEMBAR.ALL.GPU") <= 2);
+    }
+}
+
 // "sm90ws: the odd O panel to consumer 1": 3 O panels in consumer 1's registers, its P_0 too in
 // the seesaw, at D = 320 and in the second CTA of D = 576 (5 panels each).
 TEST_CASE("sm90ws oddpanel=1 compiles clean at D 320 and 576", "[nvrtc]") {

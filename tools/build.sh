@@ -9,5 +9,6 @@ export BUILD_DIR
 tools/setup.sh
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
   -DFFPA_CUDNN_FRONTEND_INCLUDE="$(cat "$BUILD_DIR/.cudnn_frontend_include")" \
+  -DFFPA_NVDISASM="$(cat "$BUILD_DIR/.nvdisasm")" \
   -DFFPA_CUDA_ARCHS="${FFPA_CUDA_ARCHS:-80;89;90a}" >/dev/null
 cmake --build "$BUILD_DIR" -j "${JOBS:-$(nproc)}" ${BUILD_TARGET:+--target "$BUILD_TARGET"}

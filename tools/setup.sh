@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Installs what ffpa-bench needs to build, idempotently: Debian packages and the cudnn-frontend
-# headers (PyPI wheel, pinned, --no-deps). CUDA 13 and cuDNN 9 are expected in /usr/local/cuda.
-# Prints nothing but progress; the include directory of cudnn-frontend is written to
-# build/.cudnn_frontend_include for tools/build.sh.
+# Installs what ffpa-bench needs to build, idempotently: Debian packages, the cudnn-frontend
+# headers and nvdisasm (PyPI wheels, pinned, --no-deps; the compile tests read the kernels' SASS
+# with nvdisasm, which the CUDA toolkit's compiler packages lack). CUDA 13 and cuDNN 9 are
+# expected in /usr/local/cuda. Prints nothing but progress; the include directory of
+# cudnn-frontend and the path of nvdisasm are written to build/.cudnn_frontend_include and
+# build/.nvdisasm for tools/build.sh.
 set -euo pipefail
 
 CUDNN_FRONTEND_VERSION=1.32.0
+NVDISASM_VERSION=13.5.37
 DEBIAN_PACKAGES=(cmake g++ make git pkg-config python3 python3-pip python3-yaml libcli11-dev
   nlohmann-json3-dev libfmt-dev catch2 libcairo2-dev libssl-dev zlib1g-dev)
 
@@ -31,28 +34,37 @@ if [ ! -e /usr/local/cuda/include/cudnn.h ] && ! ls /usr/include/cudnn*.h >/dev/
 fi
 
 PY=${PYTHON:-python3}
-frontend_include() {
-  "$PY" - <<'PY'
+# The file of wheel $1 whose path ends with $2, or status 1.
+wheel_file() {
+  "$PY" - "$1" "$2" <<'PY'
 import importlib.metadata as md, pathlib, sys
 try:
-    dist = md.distribution("nvidia-cudnn-frontend")
+    dist = md.distribution(sys.argv[1])
 except md.PackageNotFoundError:
     sys.exit(1)
 for f in dist.files or []:
-    if str(f).endswith("include/cudnn_frontend.h"):
-        print(pathlib.Path(dist.locate_file(f)).parent)
+    if str(f).endswith(sys.argv[2]):
+        print(pathlib.Path(dist.locate_file(f)))
         sys.exit(0)
 sys.exit(1)
 PY
 }
-installed=$("$PY" -c "import importlib.metadata as m; print(m.version('nvidia-cudnn-frontend'))" 2>/dev/null || true)
-if [ "$installed" != "$CUDNN_FRONTEND_VERSION" ]; then
-  echo "setup: installing nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION (headers only, --no-deps)"
-  "$PY" -m pip install -q --no-deps --disable-pip-version-check "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION" \
-    || "$PY" -m pip install -q --no-deps --disable-pip-version-check --break-system-packages \
-         "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION"
-fi
-inc=$(frontend_include) || { echo "setup: cudnn_frontend.h not found in the wheel" >&2; exit 1; }
+pip_pinned() {  # NAME VERSION: installs NAME==VERSION (--no-deps) unless it is installed
+  local installed
+  installed=$("$PY" -c "import importlib.metadata as m; print(m.version('$1'))" 2>/dev/null || true)
+  [ "$installed" = "$2" ] && return 0
+  echo "setup: installing $1==$2 (--no-deps)"
+  "$PY" -m pip install -q --no-deps --disable-pip-version-check "$1==$2" \
+    || "$PY" -m pip install -q --no-deps --disable-pip-version-check --break-system-packages "$1==$2"
+}
+pip_pinned nvidia-cudnn-frontend "$CUDNN_FRONTEND_VERSION"
+pip_pinned nvidia-cuda-nvdisasm "$NVDISASM_VERSION"
+header=$(wheel_file nvidia-cudnn-frontend include/cudnn_frontend.h) ||
+  { echo "setup: cudnn_frontend.h not found in the wheel" >&2; exit 1; }
+nvdisasm=$(wheel_file nvidia-cuda-nvdisasm bin/nvdisasm) ||
+  { echo "setup: nvdisasm not found in the wheel" >&2; exit 1; }
+[ -x "$nvdisasm" ] || chmod +x "$nvdisasm"
 mkdir -p "${BUILD_DIR:-build}"
-echo "$inc" > "${BUILD_DIR:-build}/.cudnn_frontend_include"
-echo "setup: ok (cudnn-frontend headers in $inc)"
+dirname "$header" > "${BUILD_DIR:-build}/.cudnn_frontend_include"
+echo "$nvdisasm" > "${BUILD_DIR:-build}/.nvdisasm"
+echo "setup: ok (cudnn-frontend headers in $(dirname "$header"), nvdisasm $nvdisasm)"
