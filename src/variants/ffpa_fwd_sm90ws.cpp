@@ -167,9 +167,9 @@ Config default_config(const Problem& pr) {
   // in the softmax (long softmaxes) it ran 13-20 % slower than lock-step on the H200
   // (docs/notes/ffpa_fwd_sm90ws.md); with the keep mask it runs ahead of lock-step.
   c.seesaw = !c.rows && pr.bias == BiasKind::none && (pr.dropout == 0.0 || c.kmask);
-  // cluster = 2 (K/V multicast) runs within 0-4 % of cluster = 1 and ahead of it on no row
-  // (H100, since its remote arrivals no longer fence: docs/notes/ffpa_fwd_sm90ws.md, step 15):
-  // one CTA per query block; --tune max tries both.
+  // cluster = 2 (K/V multicast) runs within 0-4 % of cluster = 1 on the H100 and 1.5-4 % ahead
+  // on the power-limited H200's D = 512 rows (docs/notes/ffpa_fwd_sm90ws.md, step 15), and
+  // serves no causal row: one CTA per query block; --tune fast and max try both.
   return c;
 }
 
