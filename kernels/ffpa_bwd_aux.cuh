@@ -102,7 +102,7 @@ extern "C" __global__ void __launch_bounds__(256) ffpa_bwd_convert_kernel(const 
   // % 4. The stores to dq may alias dq_accum for all the compiler knows, so it issues no load
   // after a store before the store: each thread loads the next block's 64 bytes before it stores
   // this block's, and the block turns row-major in shared memory so that a warp stores a row's 64
-  // columns at once.
+  // columns at once. tools/ffpa_bwd_convert_sim.py checks this transcription's indexing.
   using namespace ffpa_bwd_aux;
   constexpr int PITCH = 36;  // u32 pairs of a row: a warp's 8 rows x 4 pairs on 32 banks
   __shared__ u32 sdq[64 * PITCH];
