@@ -95,23 +95,65 @@ extern "C" __global__ void __launch_bounds__(256) ffpa_bwd_convert_kernel(const 
   using ffpa_bwd_aux::D;
   const FfpaFwdParams& f = p.fwd;
   grid_dependency_wait();
-  const long long pairs = (long long)f.B * f.Hq * f.Nq * (D / 2);
   const long long stride = (long long)gridDim.x * blockDim.x;
+#if FFPA_DQ_TILED
+  // By 64 x 64 blocks of dq_accum (16 KB each, contiguous in fragment order), a block's float4 k
+  // x 256 + t by thread t: warp w's lane l holds rows 16 k + l / 4 (+ 8), the column pair 4 w + l
+  // % 4. The stores to dq may alias dq_accum for all the compiler knows, so it issues no load
+  // after a store before the store: each thread loads the next block's 64 bytes before it stores
+  // this block's, and the block turns row-major in shared memory so that a warp stores a row's 64
+  // columns at once. tools/ffpa_bwd_convert_sim.py checks this transcription's indexing.
+  using namespace ffpa_bwd_aux;
+  constexpr int PITCH = 36;  // u32 pairs of a row: a warp's 8 rows x 4 pairs on 32 banks
+  __shared__ u32 sdq[64 * PITCH];
+  const int t = threadIdx.x, w = t >> 5, l = t & 31;
+  const int rows = f.group * f.Nq, tiles = (rows + 63) / 64, chunks = FFPA_DQ_PARTS * QCHUNKS;
+  const int blocks = f.B * f.Hkv * tiles * chunks;  // dq_accum's floats / 4096
+  float4 x[4];
+  const auto load = [&](int blk) {
+    const float4* src = reinterpret_cast<const float4*>(p.dq_accum) + (long long)blk * 1024 + t;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) x[k] = src[k * 256];
+  };
+  int blk = blockIdx.x;
+  if (blk < blocks) load(blk);
+  for (; blk < blocks; blk += gridDim.x) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int row = 16 * k + (l >> 2), pair = 4 * w + (l & 3);
+      sdq[row * PITCH + pair] = pack2(x[k].x, x[k].y);
+      sdq[(row + 8) * PITCH + pair] = pack2(x[k].z, x[k].w);
+    }
+    __syncthreads();
+    if (blk + (int)gridDim.x < blocks) load(blk + gridDim.x);
+    const int chunk = blk % chunks, tile = blk / chunks % tiles, bh = blk / chunks / tiles;
+    const int qc = (chunk % QCHUNKS) * 64 + 2 * l, col = chunk / QCHUNKS * DQ + qc;
+    u16* out = static_cast<u16*>(p.dq) + (bh / f.Hkv) * p.dq_batch_stride + col;
+    // Warp w stores rows w, w + 8, ..: their heads and positions by steps, one division.
+    int i = tile * 64 + w, hq = bh % f.Hkv * f.group + i / f.Nq, r = i % f.Nq;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      if (i < rows && qc < DQ && col < D)
+        *reinterpret_cast<u32*>(out + hq * p.dq_head_stride + r * p.dq_row_stride) =
+            sdq[(8 * k + w) * PITCH + l];
+      i += 8, r += 8;
+      while (r >= f.Nq) r -= f.Nq, ++hq;
+    }
+    __syncthreads();
+  }
+#else
+  const long long pairs = (long long)f.B * f.Hq * f.Nq * (D / 2);
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += stride) {
     const long long row = i / (D / 2);
     const int col = (int)(i % (D / 2)) * 2;
     const int r = (int)(row % f.Nq);
     const int hq = (int)(row / f.Nq % f.Hq);
     const int b = (int)(row / f.Nq / f.Hq);
-#if FFPA_DQ_TILED
-    const long long at = ffpa_bwd_aux::dq_offset(f, b, hq, r, col);
-#else
-    const long long at = row * D + col;
-#endif
-    const float2 x = *reinterpret_cast<const float2*>(p.dq_accum + at);
+    const float2 x = *reinterpret_cast<const float2*>(p.dq_accum + row * D + col);
     *reinterpret_cast<u32*>(static_cast<u16*>(p.dq) + b * p.dq_batch_stride +
                             hq * p.dq_head_stride + r * p.dq_row_stride + col) = pack2(x.x, x.y);
   }
+#endif
 #if FFPA_DBIAS == 1 || FFPA_DBIAS == 2
   const long long nb = FFPA_DBIAS == 1 ? (long long)f.Nkv : (long long)f.Nq * f.Nkv;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < nb; i += stride) {

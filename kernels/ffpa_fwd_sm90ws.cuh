@@ -129,8 +129,8 @@ constexpr int OFF_ROWS = LAYOUT.rows;
 constexpr int OFF_DROP = LAYOUT.drop;
 constexpr int OFF_UNIT = LAYOUT.unit;
 // Whether the last wave's units may run as pieces (a key range each): never with causal masking
-// (units differ in work) or a cluster (its CTAs share the key stream).
-constexpr bool PIECES = !FFPA_CAUSAL && CL == 1;
+// (units differ in work); a cluster's CTAs take one key range (fwd_sm90ws_piece).
+constexpr bool PIECES = !FFPA_CAUSAL;
 constexpr int OFF_BARS = LAYOUT.bars;
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
@@ -989,12 +989,18 @@ extern "C" __global__ void __launch_bounds__(ffpa_fwd90ws::NT, 1)
   const int rows_total = p.group * p.Nq;
   // The units from p.split_from on (the last wave's, when it would leave most SMs idle) run as
   // p.num_splits pieces each, a range of key-block pairs a piece whose partial O and LSE
-  // ffpa_fwd_sm90ws_merge_kernel combines; never with causal masking or a cluster (the host
-  // plans none there).
+  // ffpa_fwd_sm90ws_merge_kernel combines; never with causal masking (the host plans none
+  // there). In whole clusters: both CTAs of one take one key range.
   const long long cta = blockIdx.x;
   const bool piece = PIECES && cta >= p.split_from;
-  const int slot = piece ? (int)(cta - p.split_from) : -1;  // the piece's partial rows
-  const Unit w = unit_of(p, piece ? p.split_from + slot / p.num_splits : cta);
+  int slot = -1;  // the piece's partial rows: tail unit x pieces + piece
+  long long u = cta;
+  if (piece) {
+    const auto pc = ffpa_layout::fwd_sm90ws_piece(cta - p.split_from, CL, p.num_splits);
+    slot = (int)(pc.unit * p.num_splits + pc.piece);
+    u = p.split_from + pc.unit;
+  }
+  const Unit w = unit_of(p, u);
   const int m0 = w.m0, kvh = w.kvh, b = w.b, split = w.split;
   const u32 rank = CL == 1 ? 0u : cluster_rank();
   // Every CTA of a cluster walks the same key blocks (the ring is shared): without causal

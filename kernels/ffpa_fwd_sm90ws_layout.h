@@ -44,6 +44,21 @@ FFPA_LAYOUT_FN FwdSm90ws fwd_sm90ws_layout(int dp, int slots, int rows_mode) {
   return l;
 }
 
+// The last wave's split (knob tail): the CTA `rel` places past FfpaFwdParams::split_from runs
+// piece `piece` of tail unit `unit` (counted from split_from). The host plans the split in
+// clusters, the CTAs of one sharing a key stream: tail cluster c runs piece c % pieces of units
+// (c / pieces) x cluster + rank, so a cluster walks one key range and keeps its neighbouring
+// query blocks; a piece's partial rows stay unit-major (unit x pieces + piece), as the merge
+// reads them. With cluster = 1 a CTA is its own cluster.
+struct FwdSm90wsPiece {
+  long long unit;
+  int piece;
+};
+FFPA_LAYOUT_FN FwdSm90wsPiece fwd_sm90ws_piece(long long rel, int cluster, int pieces) {
+  const long long c = rel / cluster;
+  return {c / pieces * cluster + rel % cluster, static_cast<int>(c % pieces)};
+}
+
 // The keep mask (knob kmask): the dropout keep bits of every key block a CTA sees, drawn by
 // ffpa_fwd_sm90ws_keep_kernel before the forward. A word per consumer thread and key block, in
 // the bit order the thread applies them (keep_mask_word in the kernel): word

@@ -340,6 +340,30 @@ TEST_CASE("sm90ws: the last wave's query blocks split by key range (tail)", "[gp
   fwd90ws::Config c = fwd90ws::default_config(make(1, 1, 1, 1000, 1000, 512));
   c.tail = 0;
   expect_close(make(1, 1, 1, 1000, 1000, 512), c, 5);
+  // In clusters of two (both CTAs of a cluster on one key range): clusters, the last wave's,
+  // pieces x pairs, planned on sms / 2 resident clusters.
+  const auto clustered = [](const Problem& p) {
+    fwd90ws::Config k = fwd90ws::default_config(p);
+    k.cluster = 2;
+    k.tail = 1;
+    return k;
+  };
+  for (Dtype d : {Dtype::bf16, Dtype::fp16}) {
+    const Problem p = make(1, 5, 5, 200, 1000, 512, d);  // 10, 1, 8 x 1
+    expect_close(p, clustered(p), 18);
+  }
+  // A CTA past the rows (3 query blocks a head, 4 in clusters) and an odd block count (27):
+  // 8, 1, 7 x 2 (the last piece's last pair half masked).
+  const Problem odd = make(1, 4, 4, 150, 1700, 512);
+  expect_close(odd, clustered(odd), 14);
+  const Problem gqa = make(2, 8, 2, 100, 900, 384);  // 400 rows a kv head: 16, 1, 4 x 2
+  expect_close(gqa, clustered(gqa), 10);
+  for (BiasKind m : {BiasKind::key, BiasKind::full}) {
+    Problem p = make(1, 3, 3, 200, 1000, 512);  // 6, 1, 4 x 2
+    p.bias = m;
+    p.dropout = 0.1;
+    expect_close(p, clustered(p), 10);
+  }
 }
 
 // The next pair's QK before this pair's PVs (qknext): the ring's order (V of pair t after K of

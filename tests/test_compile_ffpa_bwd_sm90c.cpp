@@ -290,3 +290,10 @@ TEST_CASE("bwd90c cluster exchange protocol (simulator, with its mutations)", "[
       "python3 " + (test::source_dir() / "tools" / "ffpa_bwd_sm90c_sim.py").string();
   CHECK(std::system(cmd.c_str()) == 0);
 }
+
+TEST_CASE("bwd90c dQ convert of the tiled dq_accum (simulator, with its mutations)",
+          "[sim][bwd90c]") {
+  const std::string cmd =
+      "python3 " + (test::source_dir() / "tools" / "ffpa_bwd_convert_sim.py").string();
+  CHECK(std::system(cmd.c_str()) == 0);
+}

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "ffpa_fwd_sm90ws_layout.h"
 #include "ffpa_support.hpp"
 #include "fwd90ws_cases.hpp"
 #include "gpu/nvrtc.hpp"
@@ -310,13 +311,12 @@ TEST_CASE("variant ffpa-fwd-sm90ws: grid file, support surface", "[nvrtc]") {
   const Problem causal = compile_problem(512, Causal::bottom_right);
   CHECK_THROWS_WITH(fwd90ws::compile_for(causal, fwd90ws::Config{18, 2}, h200),
                     Catch::Contains("causal"));
-  // The last wave is split only without causal masking and without a cluster.
+  // The last wave is split only without causal masking; in clusters of two as with one CTA.
   fwd90ws::Config tail;
   tail.tail = 1;
   CHECK_THROWS_WITH(fwd90ws::compile_for(causal, tail, h200), Catch::Contains("tail=1: causal"));
   tail.cluster = 2;
-  CHECK_THROWS_WITH(fwd90ws::compile_for(compile_problem(512), tail, h200),
-                    Catch::Contains("tail=1: the CTAs of a cluster"));
+  CHECK_NOTHROW(fwd90ws::compile_for(compile_problem(512), tail, h200));
   // Past D = 512 the two CTAs of a query block hold different O columns: no shared V stream.
   CHECK_THROWS_WITH(fwd90ws::compile_for(compile_problem(1024), fwd90ws::Config{8, 2}, h200),
                     Catch::Contains("different V columns"));
@@ -472,6 +472,32 @@ TEST_CASE("the last wave's split (plan_tail)", "[plan]") {
   t = plan_tail(133, 132, 4);
   CHECK(t.from == 132);
   CHECK(t.pieces == 4);
+}
+
+// Every CTA of a split last wave, in clusters of 1 and 2: each (tail unit, piece) runs once, at
+// its own partial rows (unit-major, as the merge reads them); the CTAs of a cluster take one
+// piece (one key stream) and the neighbouring units of one cluster, rank by rank.
+TEST_CASE("the last wave's pieces in clusters (fwd_sm90ws_piece)", "[plan]") {
+  for (int cluster : {1, 2})
+    for (int pieces = 1; pieces <= 9; ++pieces)
+      for (int clusters = 1; clusters <= 5; ++clusters) {
+        INFO("cluster=" << cluster << " pieces=" << pieces << " clusters=" << clusters);
+        const int units = clusters * cluster, ctas = units * pieces;
+        std::vector<int> runs(static_cast<size_t>(ctas), 0);
+        for (int rel = 0; rel < ctas; ++rel) {
+          const auto pc = ffpa_layout::fwd_sm90ws_piece(rel, cluster, pieces);
+          REQUIRE(pc.unit >= 0);
+          REQUIRE(pc.unit < units);
+          REQUIRE(pc.piece >= 0);
+          REQUIRE(pc.piece < pieces);
+          ++runs[static_cast<size_t>(pc.unit * pieces + pc.piece)];
+          CHECK(pc.unit % cluster == rel % cluster);
+          const auto lead = ffpa_layout::fwd_sm90ws_piece(rel - rel % cluster, cluster, pieces);
+          CHECK(pc.piece == lead.piece);
+          CHECK(pc.unit / cluster == lead.unit / cluster);
+        }
+        for (int r : runs) CHECK(r == 1);
+      }
 }
 
 TEST_CASE("sm90ws ring and barrier protocol (simulator)", "[sim]") {

@@ -67,6 +67,15 @@ int64_t resident(const void* fn, int threads, size_t smem, unsigned cluster, int
   cfg.gridDim = dim3(cluster);
   cfg.blockDim = dim3(static_cast<unsigned>(threads));
   cfg.dynamicSmemBytes = smem;
+  // Named for kernels launched with the cluster as an attribute (the query fails without it);
+  // one compiled with __cluster_dims__ accepts the same size.
+  cudaLaunchAttribute dims{};
+  dims.id = cudaLaunchAttributeClusterDimension;
+  dims.val.clusterDim.x = cluster;
+  dims.val.clusterDim.y = 1;
+  dims.val.clusterDim.z = 1;
+  cfg.attrs = &dims;
+  cfg.numAttrs = 1;
   int clusters = 0;
   FFPA_CUDA(cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg));
   return std::min<int64_t>(clusters, ctas / cluster);

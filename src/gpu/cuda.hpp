@@ -37,8 +37,8 @@ bool available();
 void launch(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStream_t s, void** args,
             bool early = false, unsigned cluster = 0);
 
-// How many CTAs of fn (cluster <= 1), or clusters of `cluster` CTAs (its cluster size compiled in
-// with __cluster_dims__), are resident at once on `sm_count` multiprocessors of the current
+// How many CTAs of fn (cluster <= 1), or clusters of `cluster` CTAs (compiled in with
+// __cluster_dims__ or launched with the attribute), are resident at once on `sm_count` multiprocessors of the current
 // device (fewer than it has: a share of them, as tests assume).
 int64_t resident(const void* fn, int threads, size_t smem, unsigned cluster, int sm_count);
 

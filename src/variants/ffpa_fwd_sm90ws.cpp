@@ -24,9 +24,9 @@ Keep keep_of(const Problem& pr) {  // the keep mask's shape (kmask)
   return ffpa_layout::fwd_sm90ws_keep(s.B, s.Hkv, s.group() * s.Nq, s.Nkv);
 }
 
-// units: CTAs of equal work (tail: plan the last wave's split, else none); steps: key-block
-// pairs of a unit (key blocks in the rows mode); cta_rows: query rows of a CTA; keep: the keep
-// mask's shape (kmask), else null.
+// units: CTAs of equal work, whole clusters (tail: plan the last wave's split, else none); steps:
+// key-block pairs of a unit (key blocks in the rows mode); cta_rows: query rows of a CTA; keep: the
+// keep mask's shape (kmask), else null.
 class Fwd90wsOp : public Op {
  public:
   Fwd90wsOp(nvrtc::Library lib, const FfpaFwdParams& p, FfpaTmaDesc tk, FfpaTmaDesc tv,
@@ -50,12 +50,16 @@ class Fwd90wsOp : public Op {
     }
     FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(fn_),
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
+    // Planned in clusters (the CTAs of one share a key stream and take one key range): the split's
+    // first unit and its units are whole clusters.
     Tail t{units, 1};
-    if (tail)
-      t = plan_tail(
-          units,
-          gpu::resident(reinterpret_cast<const void*>(fn_), Config::threads(), smem_, 1, sm_count),
-          steps);
+    if (tail) {
+      t = plan_tail(units / cluster,
+                    gpu::resident(reinterpret_cast<const void*>(fn_), Config::threads(), smem_,
+                                  static_cast<unsigned>(cluster), sm_count),
+                    steps);
+      t.from *= cluster;
+    }
     tail_units_ = units - t.from;
     p_.split_from = t.from;
     p_.num_splits = t.pieces;
@@ -296,10 +300,6 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
     throw Unsupported(
         "tail=1: causal query blocks differ in work, the last wave is not split (the same "
         "kernel as tail=0)");
-  if (c.tail && c.cluster > 1)
-    throw Unsupported(
-        "tail=1: the CTAs of a cluster share the key stream, the last wave is not "
-        "split (the same kernel as tail=0)");
   nvrtc::Compiled comp = compile(c, fwd::Features::of(pr));
   refuse_spills(comp, kKernel);
   return comp;
