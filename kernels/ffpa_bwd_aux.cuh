@@ -95,7 +95,6 @@ extern "C" __global__ void __launch_bounds__(256) ffpa_bwd_convert_kernel(const 
   using ffpa_bwd_aux::D;
   const FfpaFwdParams& f = p.fwd;
   grid_dependency_wait();
-  const long long stride = (long long)gridDim.x * blockDim.x;
 #if FFPA_DQ_TILED
   // By 64 x 64 blocks of dq_accum (16 KB each, contiguous in fragment order), a block's float4 k
   // x 256 + t by thread t: warp w's lane l holds rows 16 k + l / 4 (+ 8), the column pair 4 w + l
@@ -143,7 +142,8 @@ extern "C" __global__ void __launch_bounds__(256) ffpa_bwd_convert_kernel(const 
   }
 #else
   const long long pairs = (long long)f.B * f.Hq * f.Nq * (D / 2);
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < pairs; i += stride) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < pairs;
+       i += (long long)gridDim.x * blockDim.x) {
     const long long row = i / (D / 2);
     const int col = (int)(i % (D / 2)) * 2;
     const int r = (int)(row % f.Nq);
@@ -156,7 +156,8 @@ extern "C" __global__ void __launch_bounds__(256) ffpa_bwd_convert_kernel(const 
 #endif
 #if FFPA_DBIAS == 1 || FFPA_DBIAS == 2
   const long long nb = FFPA_DBIAS == 1 ? (long long)f.Nkv : (long long)f.Nq * f.Nkv;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < nb; i += stride) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < nb;
+       i += (long long)gridDim.x * blockDim.x) {
     store_dbias(p, i, p.dbias_accum[i]);
   }
 #endif
