@@ -2,7 +2,8 @@
 """Pure-Python transcription of ffpa_bwd_convert_kernel's tiled path (kernels/ffpa_bwd_aux.cuh,
 FFPA_DQ_TILED): dq_accum in the fragment order of dq_offset, converted a 64 x 64 block at a time
 by CTAs of 256 threads striding over the blocks. Every real element of dq_accum is written from
-a row-major dQ by dq_offset's formula and every padding float is poisoned (None); the
+a row-major dQ by dq_offset's formula (ffpa_bwd_sm90c_sim.py's transcription of it) and every
+padding float is poisoned (None); the
 transcription must store each (b, hq, r, col) exactly once, with its value, and never a padding
 float or a column past D. Shapes: GQA groups that put two heads in a tile, Nq below 8 (a warp's
 row steps cross several heads), quarters and halves of DQ columns, DQ off the 64-column grid,
@@ -15,21 +16,15 @@ float4s k 256 + t of thread t (warp w, lane l) into shared rows 16 k + l / 4 (+ 
 head and position advanced by additions, and the store condition (i < rows, qc < DQ, col < D).
 Mutations of those formulas must each be caught. Exit 0 when the kernel passes and every mutation
 is caught."""
+import os
 import random
 import sys
+from types import SimpleNamespace
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ffpa_bwd_sm90c_sim import dq_offset  # noqa: E402
 
 PITCH = 36
-
-
-def dq_offset(g, b, hq, r, col):
-    kvh = hq // g["group"]
-    i = (hq - kvh * g["group"]) * g["Nq"] + r
-    qc = col % g["DQ"]
-    chunk = col // g["DQ"] * g["QCH"] + qc // 64
-    row, c = i & 63, qc & 63
-    lane = (row & 7) * 4 + ((c & 7) >> 1)
-    blk = ((b * g["Hkv"] + kvh) * g["tiles"] + (i >> 6)) * g["chunks"] + chunk
-    return blk * 4096 + (((row >> 4) * 8 + (c >> 3)) * 32 + lane) * 4 + ((row >> 3) & 1) * 2
 
 
 def convert(g, acc, grid, mut):
@@ -57,8 +52,8 @@ def convert(g, acc, grid, mut):
                 hq = bh % g["Hkv"] * g["group"] + i // g["Nq"]
                 r = i % g["Nq"]
                 for k in range(8):
-                    bound = i < g["rows"] and col < g["D"] and (qc < g["DQ"] or mut == "no_qc_bound")
-                    if bound:
+                    qc_in = qc < g["DQ"] or mut == "no_qc_bound"
+                    if i < g["rows"] and col < g["D"] and qc_in:
                         key = (bh // g["Hkv"], hq, r, col)
                         if key in out:
                             raise AssertionError(f"stored twice: {key}")
@@ -81,13 +76,14 @@ def check(shape, grid, mut=None):
     g = dict(Hkv=Hkv, group=group, Nq=Nq, D=D, DQ=DQ, QCH=qch, rows=rows,
              tiles=(rows + 63) // 64, chunks=parts * qch)
     g["blocks"] = B * Hkv * g["tiles"] * g["chunks"]
+    shape_ns = SimpleNamespace(B=B, Hkv=Hkv, group=group, Nq=Nq)
     acc = [None] * (g["blocks"] * 4096)
     ref = {}
     for b in range(B):
         for hq in range(Hkv * group):
             for r in range(Nq):
                 for col in range(0, D, 2):
-                    o = dq_offset(g, b, hq, r, col)
+                    o = dq_offset(shape_ns, DQ, parts, b, hq, r, col)
                     v = (random.random(), random.random())
                     acc[o], acc[o + 1] = v
                     ref[(b, hq, r, col)] = v
