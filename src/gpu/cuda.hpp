@@ -38,8 +38,8 @@ void launch(const void* fn, dim3 grid, dim3 block, size_t smem, cudaStream_t s, 
             bool early = false, unsigned cluster = 0);
 
 // How many CTAs of fn (cluster <= 1), or clusters of `cluster` CTAs (compiled in with
-// __cluster_dims__ or launched with the attribute), are resident at once on `sm_count` multiprocessors of the current
-// device (fewer than it has: a share of them, as tests assume).
+// __cluster_dims__ or launched with the attribute), are resident at once on `sm_count`
+// multiprocessors of the current device (fewer than it has: a share of them, as tests assume).
 int64_t resident(const void* fn, int threads, size_t smem, unsigned cluster, int sm_count);
 
 // Device-memory accounting over every DeviceBuffer: what the tool itself holds, and the peak since
