@@ -126,20 +126,24 @@ __device__ __forceinline__ void cluster_arrive() {
 __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
-// mbar_wait with acquire at cluster scope: it pairs with a release by another CTA of the cluster
-// (st.async's complete_tx), so that this CTA's later accesses are ordered after that CTA's
-// earlier ones.
+// mbar_wait at cluster scope: it pairs with a release by another CTA of the cluster (st.async's
+// complete_tx), so that this CTA's later accesses are ordered after that CTA's earlier ones. The
+// poll is relaxed and the acquire a fence restricted to shared::cluster: an acquire of
+// try_wait.acquire.cluster also covers global memory, for which ptxas invalidates the L1 after
+// every wait (CCTL.IVALL, waiting on the thread's loads in flight). No caller reads global data
+// the other CTA wrote; shared::cluster is all the wait must order.
 __device__ __forceinline__ void mbar_wait_cluster(u32 bar, u32 parity) {
   u32 done;
   do {
     asm volatile(
         "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "mbarrier.try_wait.parity.relaxed.cluster.shared::cta.b64 p, [%1], %2;\n"
         "selp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
         : "r"(bar), "r"(parity)
         : "memory");
   } while (!done);
+  asm volatile("fence.acquire.sync_restrict::shared::cluster.cluster;\n" ::: "memory");
 }
 
 // Distributed shared memory: the address of `addr` (shared::cta) in CTA `rank` of the cluster,
