@@ -153,7 +153,6 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   bwd::MainMaps maps;
   maps.a = keys_map(f.k, f.k_row_stride, f.k_head_stride, f.k_batch_stride, c.kb);
   maps.b = keys_map(f.v, f.v_row_stride, f.v_head_stride, f.v_batch_stride, c.kb);
-  maps.n = 2;
   bwd::StreamKeys stream;
   stream.keys = sh.B * sh.Hkv * decode_visible_keys(pr);
   stream.kb = c.kb;

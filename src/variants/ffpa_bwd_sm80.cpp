@@ -52,7 +52,7 @@ class BwdOp : public Op {
     convert_ = lib_.kernel("ffpa_bwd_convert_kernel");
     FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(main_),
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
-    if (maps) maps_ = *maps;
+    if (maps) maps_ = *maps, has_maps_ = true;
     if (stream) {
       stream_ = *stream;
       grid_ = launch_grid(
@@ -111,7 +111,7 @@ class BwdOp : public Op {
     gpu::launch(reinterpret_cast<const void*>(pre_), dim3(static_cast<unsigned>((rows + 7) / 8)),
                 dim3(256), 0, s, args);
     gpu::launch(reinterpret_cast<const void*>(main_), grid_, dim3(threads_),
-                static_cast<size_t>(smem_), s, maps_.n ? maps_args : args, chain_ == Chain::all);
+                static_cast<size_t>(smem_), s, has_maps_ ? maps_args : args, chain_ == Chain::all);
     // The convert waits for the second pass or the merge, which wait for the main kernel.
     if (writes_)
       gpu::launch(reinterpret_cast<const void*>(writes_), writes_grid_,
@@ -163,6 +163,7 @@ class BwdOp : public Op {
   int merge_keys_ = 0;
   StreamKeys stream_;
   MainMaps maps_;
+  bool has_maps_ = false;
   cudaKernel_t pre_ = nullptr, main_ = nullptr, convert_ = nullptr, merge_ = nullptr,
                writes_ = nullptr;
 };

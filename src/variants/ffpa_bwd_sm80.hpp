@@ -84,11 +84,10 @@ struct SplitTail {
   int keys = 0;
   const char* merge = nullptr;
 };
-// `maps` (not null, n = 2): the main kernel takes two TMA maps after the params, a then b (K and
-// V for the decode kernels, Q and dO for ffpa-bwd-sm90c with tma = 1).
+// `maps` (not null): the main kernel takes two TMA maps after the params, a then b (K and V for
+// the decode kernels, Q and dO for ffpa-bwd-sm90c with tma = 1).
 struct MainMaps {
   FfpaTmaDesc a, b;
-  int n = 0;
 };
 // `stream` (not null): the main kernel is one wave of blocks sharing `keys` keys
 // (ffpa_fwd_decode_layout.h's decode_blocks with `kb`) in place of make_op's grid. With `writes` (a

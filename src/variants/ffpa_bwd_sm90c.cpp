@@ -230,13 +230,15 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   const auto& sh = pr.shape;
   const bwd::SplitTail tail{static_cast<int>((sh.group() * sh.Nq + 63) / 64), c.bc,
                             "ffpa_bwd_sm90c_merge_kernel"};
-  // tma = 1: Q and dO in boxes of 64 rows and a 64-column panel (make_op checks the alignment
-  // the maps need first: 16-byte rows and strides).
+  // tma = 1: Q and dO in boxes of 64 rows and a 64-column panel.
   bwd::MainMaps maps;
   if (c.tma) {
     const FfpaFwdParams& f = params.fwd;
+    if (!aligned(f.q, {f.q_batch_stride, f.q_head_stride, f.q_row_stride}, 8) ||
+        !aligned(params.dout, {params.do_batch_stride, params.do_head_stride, params.do_row_stride},
+                 8))
+      throw Unsupported("tma=1: the TMA maps of q and dO need 16-byte aligned rows and strides");
     const bool bf16 = pr.dtype == Dtype::bf16;
-    maps.n = 2;
     maps.a = gpu::tma_rows_map(f.q, bf16, sh.D, sh.Nq, sh.Hq, sh.B, f.q_row_stride, f.q_head_stride,
                                f.q_batch_stride, 64);
     maps.b = gpu::tma_rows_map(params.dout, bf16, sh.D, sh.Nq, sh.Hq, sh.B, params.do_row_stride,
@@ -244,7 +246,8 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   }
   return bwd::make_op(pr, comp, "ffpa_bwd_sm90c_kernel", c.bc / c.cluster, Config::threads(),
                       smem_bytes(c, static_cast<int>(sh.D)), params, dev, c.cluster,
-                      dq_accum_floats(c, sh), false, c.tail ? &tail : nullptr, nullptr, &maps);
+                      dq_accum_floats(c, sh), false, c.tail ? &tail : nullptr, nullptr,
+                      c.tma ? &maps : nullptr);
 }
 
 }  // namespace ffpa::bwd90c
