@@ -334,8 +334,6 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
     return k;
   };
 
-  // Row table (into parity par) and the NG cp.async groups of Q and dO of query tile t; group g
-  // holds panels g * PPG .. + PPG - 1 of both warpgroups' quarters.
 #if FFPA_TMA
   if (tid == 0) {
     tma_prefetch_desc(tq);
@@ -363,6 +361,9 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
       r[BR + tid] = 0.f;
     }
   };
+  // Row table (into parity par) and the NG groups of Q and dO of query tile t (cp.async groups,
+  // or with TMA boxes on the load barriers); group g holds panels g * PPG .. + PPG - 1 of both
+  // warpgroups' quarters.
   auto stage = [&](int t, int par) {
     const int m0 = t * BR;
 #if FFPA_TMA
@@ -548,7 +549,10 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
     for (int g = 0; g < NG; ++g) {
 #if FFPA_TMA
       mbar_wait(loads + g * 8, par);
-      if (g == NG - 1) {  // the row table (cp.async by threads 0 .. BR - 1)
+      // The row table (cp.async by threads 0 .. BR - 1). This barrier is also the tile's one
+      // before its block exchange and its P^T / dS^T stores, which the other warpgroup's dQ
+      // wgmmas of the tile before may still be reading.
+      if (g == NG - 1) {
         cp_async_wait<0>();
         __syncthreads();
       }
