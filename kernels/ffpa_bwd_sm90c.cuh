@@ -34,6 +34,9 @@
 //                in the block
 //   FFPA_TAIL    1: the kernel can run the last wave's key tiles as pieces (below; the host plans
 //                the split); 0: no piece code, whose registers a kernel near the limit lacks
+//   FFPA_TMA     1: Q and dO arrive by TMA (tensor maps tq, tdo after the params: one box of 64
+//                rows and a 64-column panel each), issued by one thread and waited for on an
+//                mbarrier a Q/dO group (below); 0: by cp.async from every thread
 //   FFPA_BF16, FFPA_CAUSAL, FFPA_BIAS, FFPA_DBIAS, FFPA_DROPOUT as in ffpa_bwd.cuh
 //
 // Layout of the work: block x = 2 i + rank (rank = the block's rank in its cluster) works on key
@@ -77,6 +80,20 @@
 // tiles, so they agree on e. With two buffers S is exchanged as soon as its wgmmas retire, while
 // dP's run (a commit group of their own), and P is computed while dP's sums travel.
 // tools/ffpa_bwd_sm90c_sim.py checks the placement, fragments, exchanges and the barrier protocol.
+//
+// FFPA_TMA = 1: cp.async writes shared memory through the generic proxy, which wgmma reads
+// through the async proxy only after fence.proxy.async; ptxas compiles that fence to
+// MEMBAR.ALL.CTA, a wait for every memory access of the thread in flight, and at the top of a
+// query tile those are the previous tile's dQ reductions (red.global: ncu put 2-3 % of the
+// stall samples on that MEMBAR and more on the block barrier behind it). TMA writes through the
+// async proxy: thread 0 issues the next tile's Q and dO boxes once dV and dK have retired in
+// every warp (the block barrier before stage), each Q/dO group completing mbarrier `loads + 8 g`
+// (phase e % 2 for the e-th query tile), and every thread waits there; no fence is left in the
+// loop but the one that publishes P^T and dS^T. A box is 64 rows of one q head: the host refuses
+// a problem whose packed GQA rows put a query tile across two heads (Nq not a multiple of 64
+// with a group), and rows past Nq and columns past D arrive as zeros, as cp.async fills them.
+// The row table stays on cp.async (its rows need -inf past the end), waited for with a block
+// barrier before the last group's wgmmas as before.
 //
 // FFPA_KSPLIT = 1: S and dP are split by keys instead of columns: warpgroup w computes them over
 // all of its block's columns for the keys [32 w, 32 w + 32) (m64n32), so its sums need no
@@ -150,6 +167,9 @@ constexpr float LOG2E = 1.4426950408889634f;
 // Whether the last wave's units may run as pieces (a query range each): never with causal
 // masking (key tiles differ in work).
 constexpr bool PIECES = FFPA_TAIL && !FFPA_CAUSAL;
+// Q and dO by TMA: the bytes a Q/dO group's boxes deliver (both quarters, both tensors).
+constexpr bool TMA = FFPA_TMA;
+constexpr u32 QDO_BYTES = 2 * 2 * PPG * Q_PANEL;
 
 static_assert(D % 8 == 0 && D <= 1024, "D: a multiple of 8, at most 1024");
 static_assert(BC == 32 || BC == 64, "key tiles of 32 or 64");
@@ -159,6 +179,7 @@ static_assert(DVX * DVY <= 32, "dK, dV (2 DVX DVY 4 fp32 a thread) live in regis
 static_assert(!KM || FFPA_DQ_TILED == DQ, "key-major quarters reduce dQ in fragment order");
 static_assert(!FFPA_DQ_TILED || FFPA_DQ_TILED == DQ, "dq_accum's layout knows the quarter");
 static_assert(NP % PPG == 0, "a Q/dO group holds a whole share of the quarter's panels");
+static_assert(NG <= 4, "the layout holds four Q/dO load barriers");
 static_assert(DQB == 1 || DQB == 2, "one or two dQ chunk accumulators");
 static_assert(XB == 1 || XB == 2, "one or two exchange buffers");
 static_assert(DQL == 0 || (DQL == 1 && NP >= 2), "the last of two or more dQ chunks deferred");
@@ -205,8 +226,14 @@ __device__ __forceinline__ void qdo_gran(QdoRow src, u32 sQ, u32 sO, int row, in
 #else
 #define FFPA_BWD90C_CLUSTER
 #endif
+#if FFPA_TMA
+#define FFPA_BWD90C_MAPS \
+  , const __grid_constant__ FfpaTmaDesc tq, const __grid_constant__ FfpaTmaDesc tdo
+#else
+#define FFPA_BWD90C_MAPS
+#endif
 extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT, 1)
-    ffpa_bwd_sm90c_kernel(const FfpaBwdParams p) {
+    ffpa_bwd_sm90c_kernel(const FfpaBwdParams p FFPA_BWD90C_MAPS) {
   using namespace ffpa_bwd90c;
   const FfpaFwdParams& f = p.fwd;
   // The dynamic base is the same in both blocks (same kernel, same static shared memory), so the
@@ -228,6 +255,8 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
   // mbarriers 8 bytes apart, S's of parity 0 and 1, then dP's: the other block's stores of
   // exchange e (its e-th query tile) into that half have landed (phase e / 2 of parity e % 2).
   const u32 full = sK + LAYOUT.full;
+  // FFPA_TMA: Q/dO group g of the query tile in flight has landed (phase e % 2 of tile e).
+  const u32 loads = sK + LAYOUT.loads;
 
   const int tid = threadIdx.x, lane = tid & 31;
   // The warpgroup index through a shuffle, so that ptxas knows it is warp-uniform.
@@ -269,13 +298,20 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
     }
     cp_async_commit();
   }
-  // The exchange barrier is initialized in both blocks before either can store into the other.
-  if (CL == 2) {
+  // The exchange barrier is initialized in both blocks before either can store into the other,
+  // the load barriers before the first TMA (stage, below).
+  if (CL == 2 || TMA) {
     if (tid == 0) {
-      for (int i = 0; i < 4; ++i) mbar_init(full + i * 8, 1);
+      if (CL == 2)
+        for (int i = 0; i < 4; ++i) mbar_init(full + i * 8, 1);
+      if (TMA)
+        for (int g = 0; g < NG; ++g) mbar_init(loads + g * 8, 1);
       mbar_init_fence();
     }
-    cluster_sync();
+    if (CL == 2)
+      cluster_sync();
+    else
+      __syncthreads();
   }
 
   // Causal: query tiles that see none of the key tile's keys are skipped (cluster-uniform: both
@@ -298,12 +334,61 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
     return k;
   };
 
-  // Row table (into parity par) and the NG cp.async groups of Q and dO of query tile t; group g
-  // holds panels g * PPG .. + PPG - 1 of both warpgroups' quarters.
+#if FFPA_TMA
+  if (tid == 0) {
+    tma_prefetch_desc(tq);
+    tma_prefetch_desc(tdo);
+  }
+#else
   const u16* qb = static_cast<const u16*>(f.q) + b * f.q_batch_stride;
   const u16* ob = static_cast<const u16*>(p.dout) + b * p.do_batch_stride;
+#endif
+  // The row table of the tile at m0 into parity par: lse and delta of row m0 + tid, tid < BR.
+  // A plain load stalled warps 0 and 1 for its latency before their Q/dO copies, and the block's
+  // next barrier with them (ncu: ~2 % of the samples on its first use, more in the barrier's
+  // wait). lse is converted where it is read.
+  auto stage_rows = [&](int m0, int par) {
+    if (tid >= BR) return;
+    const int i = m0 + tid;
+    const u32 rt = smem_u32(rows_base + par * ROW_BYTES) + tid * 4;
+    if (i < rows_total) {
+      const long long lrow = ((long long)b * f.Hq + kvh * f.group + i / f.Nq) * f.Nq + i % f.Nq;
+      cp_async4(rt, f.lse + lrow);
+      cp_async4(rt + BR * 4, p.delta + lrow);
+    } else {
+      float* r = reinterpret_cast<float*>(rows_base + par * ROW_BYTES);
+      r[tid] = NEG_INF;  // past the last row: no gradient, as for a row that sees no key
+      r[BR + tid] = 0.f;
+    }
+  };
+  // Row table (into parity par) and the NG groups of Q and dO of query tile t (cp.async groups,
+  // or with TMA boxes on the load barriers); group g holds panels g * PPG .. + PPG - 1 of both
+  // warpgroups' quarters.
   auto stage = [&](int t, int par) {
     const int m0 = t * BR;
+#if FFPA_TMA
+    // Thread 0, after the block barrier that follows the last wgmma reading Q and dO: group g's
+    // boxes (the panels g PPG .. + PPG - 1 of both quarters) complete on loads + 8 g. The tile's
+    // rows lie in one q head (the host refuses other problems).
+    if (tid == 0) {
+      const int hq = kvh * f.group + m0 / f.Nq, r0 = m0 % f.Nq;
+#pragma unroll 1
+      for (int g = 0; g < NG; ++g) {
+        const u32 bar = loads + g * 8;
+        mbar_expect_tx(bar, QDO_BYTES);
+#pragma unroll
+        for (int q = 0; q < 2 * PPG; ++q) {
+          const int qp = g * PPG + q % PPG;  // the panel of quarter q / PPG
+          const u32 dst = (q / PPG * NP + qp) * Q_PANEL;
+          const int col = cbase + q / PPG * DQ + qp * 64;
+          tma_load_4d(sQ + dst, tq, col, r0, hq, b, bar);
+          tma_load_4d(sO + dst, tdo, col, r0, hq, b, bar);
+        }
+      }
+    }
+    stage_rows(m0, par);
+    cp_async_commit();
+#else
     // A thread loads the same RPT rows and granule column of every panel: their sources are
     // computed once per tile (ffpa_bwd_sm90.cuh: a division per granule cost 30 %).
     constexpr int RPT = BR * 8 / NT;
@@ -324,24 +409,10 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
         for (int j = 0; j < RPT; ++j)
           qdo_gran(src[j], sQ, sO, (tid >> 3) + j * (NT / 8), lc, cbase + (q / PPG) * DQ + qc);
       }
-      // The row table, in the last group: a plain load stalled warps 0 and 1 for its latency
-      // before their Q/dO copies, and the block's next barrier with them (ncu: ~2 % of the
-      // samples on its first use, more in the barrier's wait). lse is converted where it is read.
-      if (g == NG - 1 && tid < BR) {
-        const int i = m0 + tid;
-        const u32 rt = smem_u32(rows_base + par * ROW_BYTES) + tid * 4;
-        if (i < rows_total) {
-          const long long lrow = ((long long)b * f.Hq + kvh * f.group + i / f.Nq) * f.Nq + i % f.Nq;
-          cp_async4(rt, f.lse + lrow);
-          cp_async4(rt + BR * 4, p.delta + lrow);
-        } else {
-          float* r = reinterpret_cast<float*>(rows_base + par * ROW_BYTES);
-          r[tid] = NEG_INF;  // past the last row: no gradient, as for a row that sees no key
-          r[BR + tid] = 0.f;
-        }
-      }
+      if (g == NG - 1) stage_rows(m0, par);  // the row table, in the last group
       cp_async_commit();
     }
+#endif
   };
 
   float dv[DVX][DVY][4], dk[DVX][DVY][4];
@@ -426,6 +497,13 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
     dq_reduce(NP - 1, 0, tp);
   };
   if (k < kend) stage(tile_at(k), 0);
+#if FFPA_TMA
+  // K and V came by cp.async: waited for and fenced for wgmma once, while the first tile's boxes
+  // travel. (The fence at the top of every tile is what TMA removes.)
+  cp_async_wait<0>();
+  fence_proxy_async();
+  __syncthreads();
+#endif
   while (k < kend) {
     const int t = tile_at(k), kn = next_tile(k + 1), par = ex & 1;
     const float* rt = reinterpret_cast<const float*>(rows_base + par * ROW_BYTES);
@@ -469,9 +547,20 @@ extern "C" __global__ void FFPA_BWD90C_CLUSTER __launch_bounds__(ffpa_bwd90c::NT
     float s[NS][4], dp[NS][4];
 #pragma unroll
     for (int g = 0; g < NG; ++g) {
+#if FFPA_TMA
+      mbar_wait(loads + g * 8, par);
+      // The row table (cp.async by threads 0 .. BR - 1). This barrier is also the tile's one
+      // before its block exchange and its P^T / dS^T stores, which the other warpgroup's dQ
+      // wgmmas of the tile before may still be reading.
+      if (g == NG - 1) {
+        cp_async_wait<0>();
+        __syncthreads();
+      }
+#else
       cp_async_wait_upto<NG - 1>(NG - 1 - g);
       fence_proxy_async();  // cp.async writes are generic-proxy, wgmma reads async-proxy
       __syncthreads();
+#endif
       const int pn = (KS ? 0 : wg * NP) + g * PPG;  // first panel of the group in this quarter
       const int keys = KS ? wg * (BC / 2) * 128 : 0;
       const u32 sq = opaque(sQ + pn * Q_PANEL), so = opaque(sO + pn * Q_PANEL);

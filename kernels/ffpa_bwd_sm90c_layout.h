@@ -18,6 +18,7 @@ struct BwdSm90c {
   int rows;    // row tables of two query tiles: lse and delta per row
   int keep;    // dropout keep bits from the other block, one word a thread (xbuf sets)
   int full;    // four mbarriers: the other block's S or dP stores of a tile parity have landed
+  int loads;   // four mbarriers: a Q/dO group's TMA boxes have landed (FFPA_TMA)
   int bytes;   // dynamic shared memory of a launch, with the alignment slack
 };
 
@@ -37,7 +38,8 @@ FFPA_LAYOUT_FN BwdSm90c bwd_sm90c_layout(int dc, int bc, int xbuf) {
   l.rows = l.x + xbuf * 2 * (bc / 8) * 128 * 16;
   l.keep = l.rows + 2 * L::kRows * 8;
   l.full = l.keep + xbuf * L::kThreads * 4;
-  l.bytes = 1024 + l.full + 32;
+  l.loads = l.full + 32;
+  l.bytes = 1024 + l.loads + 32;
   return l;
 }
 

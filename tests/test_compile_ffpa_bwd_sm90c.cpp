@@ -2,9 +2,9 @@
 // configuration at D in {64, 128, 320, 512, 576, 1024}, both dtypes and both causal alignments (and
 // with dropout and each bias shape), every point of the fast grid at D = 320, 512 and 1024, and
 // phase 1 split by keys (ksplit = 1) in one block (D 64..320) or a cluster (D 64..512) with each
-// feature, and the last wave's split (tail = 1), must not
-// spill, must not use a stack frame, and ptxas must not serialize the wgmma pipeline (its
-// C7514/C7515 notes). The registers are reported (docs/notes/ffpa_bwd_sm90c.md).
+// feature, the last wave's split (tail = 1), and Q and dO by TMA (tma = 1), must not spill, must
+// not use a stack frame, and ptxas must not serialize the wgmma pipeline (its C7514/C7515 notes).
+// The registers are reported (docs/notes/ffpa_bwd_sm90c.md).
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -149,8 +149,7 @@ TEST_CASE("bwd90c the last wave's split (tail = 1) compiles clean without causal
     Problem p = compile_problem(D);
     bwd90c::Config c = bwd90c::default_config(p);
     c.tail = 1;
-    WARN("tail D=" << D << ": "
-                   << compile_clean(c, bwd::Features::of(p)).info.at(kMain).registers
+    WARN("tail D=" << D << ": " << compile_clean(c, bwd::Features::of(p)).info.at(kMain).registers
                    << " registers");
     p.dropout = 0.1;
     compile_clean(c, bwd::Features::of(p));
@@ -161,9 +160,59 @@ TEST_CASE("bwd90c the last wave's split (tail = 1) compiles clean without causal
     // One block with a bias (D = 320) is at 255 registers without the pieces: with them it spills
     // (any panels), and bind drops the point.
     if (c.cluster == 1) continue;
-    WARN("tail D=" << D << " bias: "
-                   << compile_clean(c, bwd::Features::of(p)).info.at(kMain).registers
+    WARN("tail D=" << D
+                   << " bias: " << compile_clean(c, bwd::Features::of(p)).info.at(kMain).registers
                    << " registers");
+  }
+}
+
+TEST_CASE("bwd90c Q and dO by TMA (tma = 1) compile clean, with no cp.async of them",
+          "[nvrtc][bwd90c]") {
+  test::FreshCache cache;
+  for (int D : {64, 320, 512, 576, 1024})
+    for (Causal causal : {Causal::none, Causal::top_left})
+      for (Dtype dt : {Dtype::bf16, Dtype::fp16}) {
+        Problem p = compile_problem(D, causal);
+        p.dtype = dt;
+        bwd90c::Config c = bwd90c::default_config(p);
+        const auto base = compile_clean(c, bwd::Features::of(p));
+        c.tma = 1;
+        const auto comp = compile_clean(c, bwd::Features::of(p));
+        WARN("tma D=" << D << " " << to_string(dt) << " causal=" << to_string(causal) << ": "
+                      << comp.info.at(kMain).registers
+                      << " registers (cp.async: " << base.info.at(kMain).registers << ")");
+        // Every Q/dO box by TMA: what cp.async is left (K and V, the row table) is less.
+        CHECK(test::sass_count(comp, kMain, "UTMALDG") > 0);
+        CHECK(test::sass_count(base, kMain, "UTMALDG") == 0);
+        CHECK(test::sass_count(comp, kMain, "LDGSTS") < test::sass_count(base, kMain, "LDGSTS"));
+        CHECK(test::sass_count(comp, kMain, "MEMBAR") <= test::sass_count(base, kMain, "MEMBAR"));
+      }
+  for (int D : {320, 512, 1024}) {
+    Problem p = compile_problem(D);
+    p.dropout = 0.1;
+    bwd90c::Config c = bwd90c::default_config(p);
+    c.tma = 1;
+    compile_clean(c, bwd::Features::of(p));
+    c.tail = 1;
+    compile_clean(c, bwd::Features::of(p));
+    p.dropout = 0;
+    for (BiasKind m : {BiasKind::key, BiasKind::full}) {
+      p.bias = m;
+      c = bwd90c::default_config(p);
+      c.tma = 1;
+      // One block with a bias (D = 320) is at 255 registers with cp.async; with the maps ptxas
+      // spills 28 bytes, and bind drops the point.
+      if (c.cluster == 1) continue;
+      compile_clean(c, bwd::Features::of(p));
+    }
+    // One to four Q/dO groups a tile.
+    p.bias = BiasKind::none;
+    c = bwd90c::default_config(p);
+    c.tma = 1;
+    for (int panels : {1, 2, 4}) {
+      c.panels = panels;
+      if (bwd90c::check(c, D, 227 * 1024).ok()) compile_clean(c, bwd::Features::of(p));
+    }
   }
 }
 
@@ -276,6 +325,22 @@ TEST_CASE("variant ffpa-bwd-sm90c: grid file, support surface", "[bwd90c]") {
   bwd90c::Config tail = bwd90c::default_config(causal);
   tail.tail = 1;
   CHECK_THROWS_WITH(bwd90c::compile_for(causal, tail, h200()), Catch::Contains("tail=1: causal"));
+  // Q and dO by TMA: a box is 64 rows of one q head, so a GQA group's packed rows must not put a
+  // query tile across two heads (refused before compiling); without a group any Nq.
+  Problem gqa = compile_problem(512);
+  gqa.shape.Hkv = 8;
+  gqa.shape.Nq = 1000;
+  bwd90c::Config tma = bwd90c::default_config(gqa);
+  tma.tma = 1;
+  CHECK_THROWS_WITH(bwd90c::compile_for(gqa, tma, h200()), Catch::Contains("tma=1: Nq=1000"));
+  {
+    test::FreshCache cache;
+    gqa.shape.Nq = 1024;
+    CHECK_NOTHROW(bwd90c::compile_for(gqa, tma, h200()));
+    gqa.shape.Hkv = 32;
+    gqa.shape.Nq = 1000;
+    CHECK_NOTHROW(bwd90c::compile_for(gqa, tma, h200()));
+  }
   gpu::DeviceInfo ampere = h200();
   ampere.sm_major = 8;
   CHECK_THAT(

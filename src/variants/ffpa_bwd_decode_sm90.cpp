@@ -150,9 +150,10 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   const auto keys_map = [&](const void* t, int64_t row, int64_t head, int64_t batch, int box) {
     return gpu::tma_rows_map(t, bf16, sh.D, sh.Nkv, sh.Hkv, sh.B, row, head, batch, box);
   };
+  bwd::MainMaps maps;
+  maps.a = keys_map(f.k, f.k_row_stride, f.k_head_stride, f.k_batch_stride, c.kb);
+  maps.b = keys_map(f.v, f.v_row_stride, f.v_head_stride, f.v_batch_stride, c.kb);
   bwd::StreamKeys stream;
-  stream.tk = keys_map(f.k, f.k_row_stride, f.k_head_stride, f.k_batch_stride, c.kb);
-  stream.tv = keys_map(f.v, f.v_row_stride, f.v_head_stride, f.v_batch_stride, c.kb);
   stream.keys = sh.B * sh.Hkv * decode_visible_keys(pr);
   stream.kb = c.kb;
   if (c.passes == 2) {
@@ -169,7 +170,7 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
     stream.pds_bytes = sh.B * sh.Hkv * sh.Nkv * nr * 4;
   }
   return bwd::make_op(pr, comp, kKernel, c.kb, c.threads(), smem_bytes(c, D, nr), params, dev, 1, 0,
-                      /*main_waits=*/true, nullptr, &stream);
+                      /*main_waits=*/true, nullptr, &stream, &maps);
 }
 
 }  // namespace ffpa::bwd_decode90

@@ -34,7 +34,7 @@ class BwdOp : public Op {
   BwdOp(nvrtc::Library lib, const char* main_kernel, const FfpaBwdParams& p, dim3 grid, int threads,
         int smem, int dbias, size_t dbias_bytes, int sm_count, Chain chain, gpu::DeviceBuffer delta,
         gpu::DeviceBuffer dq_accum, gpu::DeviceBuffer dbias_accum, const SplitTail* tail,
-        int cluster, const StreamKeys* stream)
+        int cluster, const StreamKeys* stream, const MainMaps* maps)
       : lib_(std::move(lib)),
         p_(p),
         grid_(grid),
@@ -52,6 +52,7 @@ class BwdOp : public Op {
     convert_ = lib_.kernel("ffpa_bwd_convert_kernel");
     FFPA_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(main_),
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, smem_));
+    if (maps) maps_ = *maps, has_maps_ = true;
     if (stream) {
       stream_ = *stream;
       grid_ = launch_grid(
@@ -102,7 +103,7 @@ class BwdOp : public Op {
 
   void launch(cudaStream_t s) override {
     void* args[] = {&p_};
-    void* stream_args[] = {&p_, &stream_.tk, &stream_.tv};
+    void* maps_args[] = {&p_, &maps_.a, &maps_.b};
     void* writes_args[] = {&p_, &stream_.tdk, &stream_.tdv};
     if (dbias_ == 3) FFPA_CUDA(cudaMemsetAsync(p_.dbias, 0, dbias_bytes_, s));
     if (dbias_accum_) FFPA_CUDA(cudaMemsetAsync(dbias_accum_.get(), 0, dbias_accum_.bytes(), s));
@@ -110,8 +111,7 @@ class BwdOp : public Op {
     gpu::launch(reinterpret_cast<const void*>(pre_), dim3(static_cast<unsigned>((rows + 7) / 8)),
                 dim3(256), 0, s, args);
     gpu::launch(reinterpret_cast<const void*>(main_), grid_, dim3(threads_),
-                static_cast<size_t>(smem_), s, stream_.keys ? stream_args : args,
-                chain_ == Chain::all);
+                static_cast<size_t>(smem_), s, has_maps_ ? maps_args : args, chain_ == Chain::all);
     // The convert waits for the second pass or the merge, which wait for the main kernel.
     if (writes_)
       gpu::launch(reinterpret_cast<const void*>(writes_), writes_grid_,
@@ -162,6 +162,8 @@ class BwdOp : public Op {
   int64_t tail_units_ = 0;
   int merge_keys_ = 0;
   StreamKeys stream_;
+  MainMaps maps_;
+  bool has_maps_ = false;
   cudaKernel_t pre_ = nullptr, main_ = nullptr, convert_ = nullptr, merge_ = nullptr,
                writes_ = nullptr;
 };
@@ -289,7 +291,8 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
 std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, const char* main_kernel,
                             int Bc, int threads, int smem, const FfpaBwdParams& params,
                             const gpu::DeviceInfo& dev, int cluster, int64_t dq_floats,
-                            bool main_waits, const SplitTail* tail, const StreamKeys* stream) {
+                            bool main_waits, const SplitTail* tail, const StreamKeys* stream,
+                            const MainMaps* maps) {
   // 16-byte cp.async / vector loads of q, k, v, o, dO rows; 4-byte stores of dq, dk, dv pairs.
   const FfpaFwdParams& f = params.fwd;
   if (!qkvo_aligned(f, 8) ||
@@ -327,8 +330,8 @@ std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, cons
   const Chain chain = dev.sm_major < 9 ? Chain::none : main_waits ? Chain::all : Chain::convert;
   return std::make_unique<BwdOp>(nvrtc::Library(comp.cubin), main_kernel, p, grid, threads, smem,
                                  ft.dbias, dbias_bytes, dev.sm_count, chain, std::move(delta),
-                                 std::move(dq_accum), std::move(dbias_accum), tail, cluster,
-                                 stream);
+                                 std::move(dq_accum), std::move(dbias_accum), tail, cluster, stream,
+                                 maps);
 }
 
 }  // namespace ffpa::bwd

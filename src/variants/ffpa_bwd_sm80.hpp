@@ -84,14 +84,19 @@ struct SplitTail {
   int keys = 0;
   const char* merge = nullptr;
 };
-// `stream` (not null): the main kernel takes TMA maps of K and V after the params and is one
-// wave of blocks sharing `keys` keys (ffpa_fwd_decode_layout.h's decode_blocks with `kb`) in
-// place of make_op's grid. With `writes` (a kernel name) the main kernel leaves P and dS in a
-// workspace of `pds_bytes` (params.pds) and `writes` makes dK and dV from them after it: a grid
-// of one wave of `writes_threads`-thread blocks over the B x Hkv heads (y), `writes_smem` bytes
-// of shared memory each, taking TMA maps of dK and dV (tdk, tdv) after the params.
+// `maps` (not null): the main kernel takes two TMA maps after the params, a then b (K and V for
+// the decode kernels, Q and dO for ffpa-bwd-sm90c with tma = 1).
+struct MainMaps {
+  FfpaTmaDesc a, b;
+};
+// `stream` (not null): the main kernel is one wave of blocks sharing `keys` keys
+// (ffpa_fwd_decode_layout.h's decode_blocks with `kb`) in place of make_op's grid. With `writes` (a
+// kernel name) the main kernel leaves P and dS in a workspace of `pds_bytes` (params.pds) and
+// `writes` makes dK and dV from them after it: a grid of one wave of `writes_threads`-thread blocks
+// over the B x Hkv heads (y), `writes_smem` bytes of shared memory each, taking TMA maps of dK and
+// dV (tdk, tdv) after the params.
 struct StreamKeys {
-  FfpaTmaDesc tk, tv, tdk, tdv;
+  FfpaTmaDesc tdk, tdv;
   int64_t keys = 0;
   int kb = 0;
   const char* writes = nullptr;
@@ -102,7 +107,7 @@ std::unique_ptr<Op> make_op(const Problem&, const nvrtc::Compiled& comp, const c
                             int Bc, int threads, int smem, const FfpaBwdParams& params,
                             const gpu::DeviceInfo&, int cluster = 1, int64_t dq_floats = 0,
                             bool main_waits = false, const SplitTail* tail = nullptr,
-                            const StreamKeys* stream = nullptr);
+                            const StreamKeys* stream = nullptr, const MainMaps* maps = nullptr);
 
 }  // namespace ffpa::bwd
 

@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "ffpa_bwd_sm90c_layout.h"
+#include "gpu/tma.hpp"
 #include "tensors/tensors.hpp"
 #include "variants/ffpa_variant.hpp"
 
@@ -46,10 +47,10 @@ int part_panels(const Config& c, int D) {
 
 }  // namespace
 
-constexpr Knob<Config> kKnobs[] = {{"bc", &Config::bc},         {"panels", &Config::panels},
-                                   {"dqbuf", &Config::dqbuf},   {"xbuf", &Config::xbuf},
-                                   {"dqlag", &Config::dqlag},   {"cluster", &Config::cluster},
-                                   {"ksplit", &Config::ksplit}, {"tail", &Config::tail}};
+constexpr Knob<Config> kKnobs[] = {
+    {"bc", &Config::bc},         {"panels", &Config::panels}, {"dqbuf", &Config::dqbuf},
+    {"xbuf", &Config::xbuf},     {"dqlag", &Config::dqlag},   {"cluster", &Config::cluster},
+    {"ksplit", &Config::ksplit}, {"tail", &Config::tail},     {"tma", &Config::tma}};
 
 Support problem_check(const Problem& pr) {
   const int64_t D = pr.shape.D;
@@ -135,6 +136,7 @@ Support check(const Config& c, int D, int smem_limit) {
   if (c.cluster != 1 && c.cluster != 2) return Support::no("cluster is 1 or 2");
   if (c.ksplit != 0 && c.ksplit != 1) return Support::no("ksplit is 0 or 1");
   if (c.tail != 0 && c.tail != 1) return Support::no("tail is 0 or 1");
+  if (c.tma != 0 && c.tma != 1) return Support::no("tma is 0 or 1");
   if (c.ksplit == 1) {
     if (c.bc != 64)
       return Support::no("ksplit=1 gives each warpgroup 32 of 64 keys: bc must be 64");
@@ -183,7 +185,8 @@ int64_t dq_accum_floats(const Config& c, const Shape& s) {
 }
 
 std::vector<std::string> nvrtc_options(const Config& c, const bwd::Features& f) {
-  // FFPA_BC, FFPA_PANELS, FFPA_DQBUF, FFPA_XBUF, FFPA_DQLAG, FFPA_CLUSTER, FFPA_KSPLIT, FFPA_TAIL
+  // FFPA_BC, FFPA_PANELS, FFPA_DQBUF, FFPA_XBUF, FFPA_DQLAG, FFPA_CLUSTER, FFPA_KSPLIT, FFPA_TAIL,
+  // FFPA_TMA
   std::vector<std::string> o = knob_defines(kKnobs, c);
   // dq_accum's layout (dq_accum_floats): tiled by parts of that many columns (4 quarters, or 2
   // halves with cluster = 1), or row-major
@@ -208,6 +211,11 @@ nvrtc::Compiled compile_for(const Problem& pr, const Config& c, const gpu::Devic
     throw Unsupported(
         "tail=1: causal key tiles differ in work, the last wave is not split (the same kernel "
         "as tail=0)");
+  // A TMA box is 64 rows of one q head; cp.async loads each row from its own head.
+  if (c.tma && pr.shape.group() > 1 && pr.shape.Nq % 64)
+    throw Unsupported("tma=1: Nq=" + std::to_string(pr.shape.Nq) +
+                      " is not a multiple of 64, so a query tile of the GQA group's packed rows "
+                      "spans two q heads (one TMA box reads one)");
   nvrtc::Compiled comp = compile(c, bwd::Features::of(pr));
   refuse_spills(comp, "ffpa_bwd_sm90c_kernel");
   return comp;
@@ -222,9 +230,24 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   const auto& sh = pr.shape;
   const bwd::SplitTail tail{static_cast<int>((sh.group() * sh.Nq + 63) / 64), c.bc,
                             "ffpa_bwd_sm90c_merge_kernel"};
+  // tma = 1: Q and dO in boxes of 64 rows and a 64-column panel.
+  bwd::MainMaps maps;
+  if (c.tma) {
+    const FfpaFwdParams& f = params.fwd;
+    if (!aligned(f.q, {f.q_batch_stride, f.q_head_stride, f.q_row_stride}, 8) ||
+        !aligned(params.dout, {params.do_batch_stride, params.do_head_stride, params.do_row_stride},
+                 8))
+      throw Unsupported("tma=1: the TMA maps of q and dO need 16-byte aligned rows and strides");
+    const bool bf16 = pr.dtype == Dtype::bf16;
+    maps.a = gpu::tma_rows_map(f.q, bf16, sh.D, sh.Nq, sh.Hq, sh.B, f.q_row_stride, f.q_head_stride,
+                               f.q_batch_stride, 64);
+    maps.b = gpu::tma_rows_map(params.dout, bf16, sh.D, sh.Nq, sh.Hq, sh.B, params.do_row_stride,
+                               params.do_head_stride, params.do_batch_stride, 64);
+  }
   return bwd::make_op(pr, comp, "ffpa_bwd_sm90c_kernel", c.bc / c.cluster, Config::threads(),
                       smem_bytes(c, static_cast<int>(sh.D)), params, dev, c.cluster,
-                      dq_accum_floats(c, sh), false, c.tail ? &tail : nullptr);
+                      dq_accum_floats(c, sh), false, c.tail ? &tail : nullptr, nullptr,
+                      c.tma ? &maps : nullptr);
 }
 
 }  // namespace ffpa::bwd90c

@@ -33,6 +33,8 @@ struct Config {
   int ksplit = 0;   // 1: phase 1 split by keys between the warpgroups (needed by cluster = 1)
   int tail = 0;     // 1: the last wave's key tiles split by query range where plan_tail gains (off
                     // by default until measured on the GPU: docs/notes/ffpa_bwd_sm90c.md step 10)
+  int tma = 0;      // 1: Q and dO by TMA, no proxy fence a query tile (each query tile in one q
+                    // head; off by default until measured: docs/notes/ffpa_bwd_sm90c.md step 13)
 
   static Config from_knobs(const Knobs&);  // missing knobs keep their defaults
   Knobs knobs() const;
@@ -64,7 +66,9 @@ std::vector<std::string> nvrtc_options(const Config&, const bwd::Features&);
 nvrtc::Compiled compile(const Config&, const bwd::Features&);
 
 // What bind() compiles for the problem on the device; needs no GPU. Throws Unsupported off
-// Hopper, for a problem the kernel refuses, when the configuration does not fit or ptxas spilled.
+// Hopper, for a problem the kernel refuses, when the configuration does not fit or ptxas spilled,
+// and for a tuning point that cannot serve the problem (tail = 1 with causal masking, tma = 1
+// where a query tile of packed GQA rows would span two q heads).
 nvrtc::Compiled compile_for(const Problem&, const Config&, const gpu::DeviceInfo&);
 
 // Binds a compiled configuration to tensors described by `params` (as for bwd::bind).
