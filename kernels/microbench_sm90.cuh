@@ -27,6 +27,15 @@
 // each warp), mode 2 by plain 16-byte stores (the write traffic alone, no addition), mode 3 by
 // red.global.add.v4.f32 with each lane on lines of its own (as mb_exchange_kernel's red = 1).
 // Which way of adding is cheapest a byte, and is any near the store rate?
+//
+// mb_fence_kernel: what `fence.proxy.async.shared::cta` costs a thread whose global reductions
+// are still in flight. ptxas compiles the fence to MEMBAR.ALL.CTA and FENCE.VIEW.ASYNC.S, and
+// ffpa-bwd-sm90c with cp.async issued it at the top of every query tile, a few hundred cycles
+// after the previous tile's dQ reductions. Every iteration a thread issues `reds` 16-byte
+// red.global.add into lines of its own (L2-resident), spins `delay` cycles, then times the fence
+// (fence = 1) or nothing (fence = 0) between two reads of clock64; thread 0 of each block writes
+// the mean cycles. If the fence waits for the reductions, its cycles grow with `reds` and shrink
+// with `delay`.
 #pragma once
 
 #include "tma.cuh"
@@ -177,4 +186,25 @@ extern "C" __global__ void __launch_bounds__(256)
   __syncthreads();
   const long long t1 = clock64();
   if (tid == 0) cycles[blockIdx.x] = (t1 - t0) / (iters > 0 ? iters : 1);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    mb_fence_kernel(float4* buf, int iters, int reds, int delay, int fence, long long* cycles) {
+  const int tid = threadIdx.x;
+  float4* mine = buf + ((long long)blockIdx.x * 256 + tid) * 8;
+  long long total = 0;
+  for (int i = 0; i < iters; ++i) {
+    for (int r = 0; r < reds; ++r)
+      asm volatile("red.global.add.v4.f32 [%0], {%1, %1, %1, %1};\n" ::"l"(mine + (r & 7)), "f"(1.f)
+                   : "memory");
+    const long long start = clock64();
+    while (clock64() - start < delay) {
+    }
+    const long long t0 = clock64();
+    if (fence) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    const long long t1 = clock64();
+    total += t1 - t0;
+    __syncthreads();
+  }
+  if (tid == 0) cycles[blockIdx.x] = total / (iters > 0 ? iters : 1);
 }

@@ -1,9 +1,9 @@
 // Microbenchmarks behind the Hopper kernels' design (kernels/microbench_sm90.cuh,
 // docs/notes/microbench.md). The default case checks that the exchange kernel runs on clusters
 // and that an exchange takes time; "[bench]" prints cycles per exchange over payloads and
-// amounts of overlapping work, HBM streaming and L2 reduction rates. Needs an sm_90 GPU: elsewhere
-// every case warns and returns. "[bench]" also times cuBLASLt on the GEMMs of a split backward
-// (docs/notes/ffpa_bwd_split.md).
+// amounts of overlapping work, HBM streaming and L2 reduction rates, and the proxy fence's cycles
+// after global reductions. Needs an sm_90 GPU: elsewhere every case warns and returns. "[bench]"
+// also times cuBLASLt on the GEMMs of a split backward (docs/notes/ffpa_bwd_split.md).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -152,6 +152,29 @@ Reduce run_reduce(const ReduceKernel& k, int mode, int chunk, int tiles, int ite
   return {bytes / (best * 1e-3) / 1e9, kReduceTile / static_cast<double>(h[h.size() / 2])};
 }
 
+// mb_fence_kernel: the median over the blocks (one an SM) of a thread's mean cycles across
+// `fence.proxy.async` (fence = 1) or across nothing (0), after `reds` 16-byte global reductions
+// and a spin of `delay` cycles, over `iters` iterations.
+long long run_fence(int reds, int delay, int fence, int iters) {
+  const nvrtc::Compiled comp = nvrtc::compile("microbench_sm90.cuh", {"-DFFPA_MB_NV=1"}, "sm_90a");
+  const nvrtc::Library lib(comp.cubin);
+  const cudaKernel_t fn = lib.kernel("mb_fence_kernel");
+  const int blocks = device().sm_count;
+  gpu::DeviceBuffer buf(static_cast<size_t>(blocks) * 256 * 8 * 16);
+  gpu::DeviceBuffer cycles(blocks * sizeof(long long));
+  FFPA_CUDA(cudaMemset(buf.get(), 0, buf.bytes()));
+  float4* b = buf.as<float4>();
+  long long* c = cycles.as<long long>();
+  void* args[] = {&b, &iters, &reds, &delay, &fence, &c};
+  FFPA_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(blocks), dim3(256), args, 0,
+                             nullptr));
+  FFPA_CUDA(cudaDeviceSynchronize());
+  std::vector<long long> h(blocks);
+  FFPA_CUDA(cudaMemcpy(h.data(), c, blocks * sizeof(long long), cudaMemcpyDeviceToHost));
+  std::sort(h.begin(), h.end());
+  return h[h.size() / 2];
+}
+
 // dV = Pd^T dO of a split backward (docs/notes/ffpa_bwd_split.md): per head, Pd [Nq, Nkv] and dO
 // [Nq, D] in bf16, dV [Nkv, D] in bf16 with fp32 accumulation; `heads` of them as one batched
 // GEMM (dK = scale dS^T Q has the same shape). TFLOPS of the best of `reps` timed runs.
@@ -265,6 +288,21 @@ TEST_CASE("microbench: cluster exchange cycles by payload and overlapping work",
       const Exchange e = run_exchange(nv, work, 2000, 1);
       std::printf("%-8.0f %-8d %-12.0f\n", nv * 4.0, work, e.median_cycles);
     }
+}
+
+TEST_CASE("microbench: the fence kernel runs and times its fence", "[gpu]") {
+  if (!hopper()) return;
+  CHECK(run_fence(8, 0, 1, 16) > 0);
+  CHECK(run_fence(0, 0, 0, 16) >= 0);
+}
+
+TEST_CASE("microbench: proxy fence cycles after global reductions", "[.][bench]") {
+  if (!hopper()) return;
+  std::printf("%-6s %-8s %-12s %-12s\n", "reds", "delay", "fence cyc", "none cyc");
+  for (int reds : {0, 1, 4, 8, 16})
+    for (int delay : {0, 500, 2000})
+      std::printf("%-6d %-8d %-12lld %-12lld\n", reds, delay, run_fence(reds, delay, 1, 200),
+                  run_fence(reds, delay, 0, 200));
 }
 
 TEST_CASE("microbench: cuBLASLt GEMMs of a split backward (dV = Pd^T dO), TFLOPS", "[.][bench]") {
