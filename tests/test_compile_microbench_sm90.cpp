@@ -8,8 +8,9 @@
 
 using namespace ffpa;
 
-TEST_CASE("microbench: the exchange, stream and reduce kernels compile for sm_90a without spills",
-          "[compile]") {
+TEST_CASE(
+    "microbench: the exchange, stream, reduce and fence kernels compile for sm_90a without spills",
+    "[compile]") {
   for (int nv : {1, 2, 4, 8, 16}) {
     const nvrtc::Compiled c =
         nvrtc::compile("microbench_sm90.cuh", {"-DFFPA_MB_NV=" + std::to_string(nv)}, "sm_90a");
@@ -21,5 +22,7 @@ TEST_CASE("microbench: the exchange, stream and reduce kernels compile for sm_90
     CHECK(c.info.at("mb_stream_kernel").spill_stores == 0);
     REQUIRE(c.info.count("mb_reduce_kernel") == 1);
     CHECK(c.info.at("mb_reduce_kernel").spill_stores == 0);
+    REQUIRE(c.info.count("mb_fence_kernel") == 1);
+    CHECK(c.info.at("mb_fence_kernel").spill_stores == 0);
   }
 }
