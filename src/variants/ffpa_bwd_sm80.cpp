@@ -288,14 +288,9 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
                  smem_bytes(c, static_cast<int>(pr.shape.D)), params, dev);
 }
 
-std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, const char* main_kernel,
-                            int Bc, int threads, int smem, const FfpaBwdParams& params,
-                            const gpu::DeviceInfo& dev, int cluster, int64_t dq_floats,
-                            bool main_waits, const SplitTail* tail, const StreamKeys* stream,
-                            const MainMaps* maps) {
+void check_aligned(const FfpaBwdParams& params) {
   // 16-byte cp.async / vector loads of q, k, v, o, dO rows; 4-byte stores of dq, dk, dv pairs.
-  const FfpaFwdParams& f = params.fwd;
-  if (!qkvo_aligned(f, 8) ||
+  if (!qkvo_aligned(params.fwd, 8) ||
       !aligned(params.dout, {params.do_batch_stride, params.do_head_stride, params.do_row_stride},
                8) ||
       !aligned(params.dq, {params.dq_batch_stride, params.dq_head_stride, params.dq_row_stride},
@@ -306,6 +301,14 @@ std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, cons
     throw Unsupported(
         "q/k/v/o/dO need 16-byte aligned rows and strides in multiples of 8 elements, dq/dk/dv "
         "4-byte aligned pairs");
+}
+
+std::unique_ptr<Op> make_op(const Problem& pr, const nvrtc::Compiled& comp, const char* main_kernel,
+                            int Bc, int threads, int smem, const FfpaBwdParams& params,
+                            const gpu::DeviceInfo& dev, int cluster, int64_t dq_floats,
+                            bool main_waits, const SplitTail* tail, const StreamKeys* stream,
+                            const MainMaps* maps) {
+  check_aligned(params);
   const Features ft = Features::of(pr);
 
   const auto& sh = pr.shape;

@@ -84,6 +84,10 @@ struct SplitTail {
   int keys = 0;
   const char* merge = nullptr;
 };
+// Throws Unsupported unless q, k, v, o and dO have 16-byte aligned rows and strides (cp.async,
+// vector loads, TMA maps) and dq, dk, dv 4-byte aligned pairs: make_op's first check, for a
+// bind() that encodes tensor maps before it.
+void check_aligned(const FfpaBwdParams& params);
 // `maps` (not null): the main kernel takes two TMA maps after the params, a then b (K and V for
 // the decode kernels, Q and dO for ffpa-bwd-sm90c with tma = 1).
 struct MainMaps {

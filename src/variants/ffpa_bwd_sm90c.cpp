@@ -233,11 +233,8 @@ std::unique_ptr<Op> bind(const Problem& pr, const Config& c, const FfpaBwdParams
   // tma = 1: Q and dO in boxes of 64 rows and a 64-column panel.
   bwd::MainMaps maps;
   if (c.tma) {
+    bwd::check_aligned(params);  // before the maps, which would fail on it with a RunError
     const FfpaFwdParams& f = params.fwd;
-    if (!aligned(f.q, {f.q_batch_stride, f.q_head_stride, f.q_row_stride}, 8) ||
-        !aligned(params.dout, {params.do_batch_stride, params.do_head_stride, params.do_row_stride},
-                 8))
-      throw Unsupported("tma=1: the TMA maps of q and dO need 16-byte aligned rows and strides");
     const bool bf16 = pr.dtype == Dtype::bf16;
     maps.a = gpu::tma_rows_map(f.q, bf16, sh.D, sh.Nq, sh.Hq, sh.B, f.q_row_stride, f.q_head_stride,
                                f.q_batch_stride, 64);
